@@ -1,0 +1,1 @@
+# Sparse triangular-solve kernels (issue 4): filled in by that component.

@@ -1,0 +1,98 @@
+// Device-side synchronization primitives shared by every spade kernel that lets one thread block (or warp)
+// wait on another inside one launch. Requires Volta or newer (independent thread scheduling, sm_70+).
+//
+// The rules every kernel follows (Hogg 2013, Liu et al. 2016, Li 2017; see ../docs/DESIGN.md):
+//  - Work is handed out through an atomic ticket in dependency order (`take_ticket`), never by blockIdx,
+//    so a waiter only waits on work that has already started and therefore finishes: no deadlock whatever
+//    order the hardware dispatches blocks in.
+//  - A producer publishes with release ordering after its data writes; a consumer reads the flag or counter
+//    with acquire ordering before it reads the data (cuda::atomic_ref, device scope).
+//  - Every spin-wait is bounded: after `kSpinLimit` polls with backoff it records an error in a flag the
+//    host reads, and gives up instead of hanging the GPU.
+#pragma once
+
+#include <cuda/atomic>
+
+#include <cstdint>
+
+namespace spade::kernels {
+
+/// Error codes a kernel writes to its device-side status word (first error wins).
+enum StatusCode : int {
+  kStatusOk = 0,
+  kStatusSpinTimeout = 1,  ///< a bounded spin-wait gave up (a bug, or a dependency that never arrives)
+  kStatusZeroPivot = 2,    ///< zero on a non-unit diagonal; the payload is the row
+};
+
+/// Device status: a code and a payload (the row or column concerned). Zero-initialize before a launch.
+struct DeviceStatus {
+  int code;
+  int index;
+};
+
+/// Polls before a spin-wait gives up. With the __nanosleep backoff below this is several seconds of
+/// waiting, orders of magnitude longer than any legitimate wait.
+constexpr long long kSpinLimit = 1ll << 26;
+
+using device_atomic_int = cuda::atomic_ref<int, cuda::thread_scope_device>;
+
+/// Takes the next ticket of a global counter (relaxed: the ticket only orders work, data is synchronized
+/// through the flags). Called by one thread; broadcast the result to the block or warp yourself.
+__device__ inline int take_ticket(int* counter) {
+  return device_atomic_int(*counter).fetch_add(1, cuda::memory_order_relaxed);
+}
+
+/// Records the first error in `status` (later errors are dropped).
+__device__ inline void report_status(DeviceStatus* status, int code, int index) {
+  if (device_atomic_int(status->code).load(cuda::memory_order_relaxed) != kStatusOk) return;
+  int expected = kStatusOk;
+  if (device_atomic_int(status->code).compare_exchange_strong(expected, code, cuda::memory_order_relaxed))
+    status->index = index;
+}
+
+/// Publishes `value` with release ordering: every write this thread made before (and, after a
+/// __syncthreads / __syncwarp, every write of its block or warp) is visible to a thread that acquires it.
+__device__ inline void release_store(int* flag, int value) {
+  device_atomic_int(*flag).store(value, cuda::memory_order_release);
+}
+
+/// Release add (for counters that many producers decrement or increment).
+__device__ inline int release_add(int* counter, int value) {
+  return device_atomic_int(*counter).fetch_add(value, cuda::memory_order_release);
+}
+
+__device__ inline int acquire_load(int* flag) {
+  return device_atomic_int(*flag).load(cuda::memory_order_acquire);
+}
+
+/// Spins until `*flag >= target` with acquire ordering; returns false (and reports kStatusSpinTimeout with
+/// `who`) if that never happens within kSpinLimit polls. Also gives up at once if another thread already
+/// reported an error, so one failure does not leave the rest of the grid spinning.
+__device__ inline bool wait_at_least(int* flag, int target, DeviceStatus* status, int who) {
+  unsigned sleep_ns = 8;
+  for (long long polls = 0; polls < kSpinLimit; ++polls) {
+    if (acquire_load(flag) >= target) return true;
+    if ((polls & 255) == 255 && device_atomic_int(status->code).load(cuda::memory_order_relaxed) != kStatusOk)
+      return false;
+    __nanosleep(sleep_ns);
+    if (sleep_ns < 256) sleep_ns *= 2;
+  }
+  report_status(status, kStatusSpinTimeout, who);
+  return false;
+}
+
+/// Spins until `*counter <= target` (for in-degree counters counted down to zero); same contract.
+__device__ inline bool wait_at_most(int* counter, int target, DeviceStatus* status, int who) {
+  unsigned sleep_ns = 8;
+  for (long long polls = 0; polls < kSpinLimit; ++polls) {
+    if (acquire_load(counter) <= target) return true;
+    if ((polls & 255) == 255 && device_atomic_int(status->code).load(cuda::memory_order_relaxed) != kStatusOk)
+      return false;
+    __nanosleep(sleep_ns);
+    if (sleep_ns < 256) sleep_ns *= 2;
+  }
+  report_status(status, kStatusSpinTimeout, who);
+  return false;
+}
+
+}  // namespace spade::kernels
