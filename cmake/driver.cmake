@@ -1,0 +1,1 @@
+# The spade command-line program and the Eigen adapter, with their tests.

@@ -1,0 +1,36 @@
+// The reference BLAS/LAPACK routines spade's host code calls (Fortran interface, 32-bit integers: the
+// LP64 OpenBLAS that Debian ships), and OpenBLAS's thread-count control. Internal header.
+#pragma once
+
+extern "C" {
+void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info);
+void dtrsm_(const char* side, const char* uplo, const char* transa, const char* diag, const int* m, const int* n,
+            const double* alpha, const double* a, const int* lda, double* b, const int* ldb);
+void dtrsv_(const char* uplo, const char* trans, const char* diag, const int* n, const double* a, const int* lda,
+            double* x, const int* incx);
+void dsyrk_(const char* uplo, const char* trans, const int* n, const int* k, const double* alpha, const double* a,
+            const int* lda, const double* beta, double* c, const int* ldc);
+void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k, const double* alpha,
+            const double* a, const int* lda, const double* b, const int* ldb, const double* beta, double* c,
+            const int* ldc);
+void dgemv_(const char* trans, const int* m, const int* n, const double* alpha, const double* a, const int* lda,
+            const double* x, const int* incx, const double* beta, double* y, const int* incy);
+int openblas_get_num_threads(void);
+void openblas_set_num_threads(int num_threads);
+}
+
+namespace spade {
+
+/// Sets OpenBLAS's thread count for the lifetime of the object and restores the previous count after.
+class BlasThreads {
+ public:
+  explicit BlasThreads(int threads) : saved_(openblas_get_num_threads()) { openblas_set_num_threads(threads); }
+  ~BlasThreads() { openblas_set_num_threads(saved_); }
+  BlasThreads(const BlasThreads&) = delete;
+  BlasThreads& operator=(const BlasThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
+}  // namespace spade

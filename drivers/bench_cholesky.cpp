@@ -1,0 +1,124 @@
+// Benchmark of the host pipeline against CHOLMOD, in the same process on the same matrices: analyze
+// (ordering + symbolic), numeric factorization and one solve (forward + backward, one right-hand side).
+// Median of repeated runs; OpenBLAS threads pinned to --threads for both solvers.
+// Prints a markdown table (docs/BENCHMARKS.md keeps the latest one, with the command that made it).
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../core/blas.hpp"
+#include "cholmod_reference.hpp"
+#include "spade/cholesky.hpp"
+#include "spade/generators.hpp"
+#include "spade/matrix_market.hpp"
+#include "spade/solve.hpp"
+#include "spade/symbolic.hpp"
+
+namespace {
+
+double seconds(const std::function<void()>& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+struct Problem {
+  std::string name;
+  std::function<spade::SparseMatrix()> make;
+};
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"spade host factorization benchmark against CHOLMOD"};
+  int threads = 2, factor_repeats = 3, solve_repeats = 10;
+  std::string matrix_dir = SPADE_DEFAULT_MATRIX_DIR;
+  std::vector<std::string> only;
+  app.add_option("--threads", threads, "OpenMP and OpenBLAS threads for both solvers")->check(CLI::PositiveNumber);
+  app.add_option("--factor-repeats", factor_repeats, "factorizations timed (median)")->check(CLI::PositiveNumber);
+  app.add_option("--solve-repeats", solve_repeats, "solves timed (median)")->check(CLI::PositiveNumber);
+  app.add_option("--matrices", matrix_dir, "folder of the real matrices (mdual_lap.mtx.gz)");
+  app.add_option("--only", only, "run only these problems (mdual_lap, lap2d_1024, lap3d_64)");
+  CLI11_PARSE(app, argc, argv);
+  if (const char* env = std::getenv("SPADE_MATRICES")) matrix_dir = env;
+
+  std::vector<Problem> problems = {
+      {"mdual_lap", [&] { return spade::read_matrix_market(matrix_dir + "/mdual_lap.mtx.gz"); }},
+      {"lap2d_1024", [] { return spade::laplacian_2d(1024, 1024); }},
+      {"lap3d_64", [] { return spade::laplacian_3d(64, 64, 64); }},
+  };
+  openblas_set_num_threads(threads);
+  std::printf("Host: %s, %u hardware threads; spade and CHOLMOD with %d OpenBLAS threads (spade: also %d OpenMP "
+              "threads over subtrees). Median of %d factorizations and %d solves (1 right-hand side).\n\n",
+              cpu_name().c_str(), std::thread::hardware_concurrency(), threads, threads, factor_repeats,
+              solve_repeats);
+  std::printf("| matrix | n | nnz(A) | nnz(L) spade | nnz(L) CHOLMOD | ordering | analyze s spade | analyze s CHOLMOD "
+              "| factor s spade | factor s CHOLMOD | factor CHOLMOD/spade | solve ms spade | solve ms CHOLMOD | "
+              "solve CHOLMOD/spade | berr spade |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Problem& p : problems) {
+    if (!only.empty() && std::find(only.begin(), only.end(), p.name) == only.end()) continue;
+    spade::SparseMatrix A;
+    try {
+      A = p.make();
+    } catch (const std::exception& e) {
+      std::printf("| %s | skipped: %s |\n", p.name.c_str(), e.what());
+      continue;
+    }
+    const spade::index_t n = A.rows();
+    std::vector<double> b(n), x(n);
+    for (spade::index_t i = 0; i < n; ++i) b[i] = 1.0 + std::sin(static_cast<double>(i));
+
+    std::shared_ptr<const spade::SymbolicFactor> S;
+    const double analyze_spade = seconds([&] { S = spade::analyze(A); });
+    spade::FactorOptions fopt;
+    fopt.threads = threads;
+    std::vector<double> tf, ts;
+    std::unique_ptr<spade::NumericFactor> F;
+    for (int r = 0; r < factor_repeats; ++r)
+      tf.push_back(seconds([&] { F = std::make_unique<spade::NumericFactor>(S, A, fopt); }));
+    for (int r = 0; r < solve_repeats + 1; ++r) {
+      x = b;
+      const double t = seconds([&] { spade::solve_in_place(*F, x.data(), 1, n); });
+      if (r > 0) ts.push_back(t);  // the first solve warms the caches
+    }
+    const double berr = spade::backward_error(A, b.data(), x.data()).berr;
+
+    spade::testing::CholmodReference cholmod(A);
+    const double analyze_cholmod = seconds([&] { cholmod.analyze(); });
+    std::vector<double> cf, cs;
+    for (int r = 0; r < factor_repeats; ++r) cf.push_back(seconds([&] { cholmod.factorize(); }));
+    for (int r = 0; r < solve_repeats + 1; ++r) {
+      const double t = seconds([&] { cholmod.solve(b, 1); });
+      if (r > 0) cs.push_back(t);
+    }
+    const double f_spade = median(tf), f_cholmod = median(cf), s_spade = median(ts), s_cholmod = median(cs);
+    std::printf("| %s | %d | %lld | %.3g | %.3g | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.2f | %.1e |\n",
+                p.name.c_str(), n, static_cast<long long>(A.nnz()), static_cast<double>(S->nnz_l), cholmod.nnz_l(),
+                spade::to_string(S->ordering).c_str(), analyze_spade, analyze_cholmod, f_spade, f_cholmod,
+                f_cholmod / f_spade, 1e3 * s_spade, 1e3 * s_cholmod, s_cholmod / s_spade, berr);
+    std::fflush(stdout);
+  }
+  return 0;
+}

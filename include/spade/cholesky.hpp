@@ -1,0 +1,69 @@
+// Supernodal Cholesky factorization P A P^T = L L^T on the host (left-looking, dense blocks through
+// LAPACK/BLAS: potrf on the diagonal block, trsm below it, syrk/gemm for the updates from descendants, as
+// in Ng and Peyton 1993 and CHOLMOD's supernodal method), parallel over independent subtrees of the
+// assembly tree with threaded BLAS in the large supernodes at the top.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "spade/sparse_matrix.hpp"
+#include "spade/symbolic.hpp"
+
+namespace spade {
+
+struct FactorOptions {
+  /// Threads for the factorization: independent subtrees run on this many OpenMP threads with one BLAS
+  /// thread each; then the supernodes at the top of the tree run one after another with this many BLAS
+  /// threads. 0 means omp_get_max_threads() (OMP_NUM_THREADS). OpenBLAS's own setting is restored after.
+  int threads = 0;
+};
+
+/// The numeric factor: for each supernode s of the shared SymbolicFactor, a dense column-major panel of
+/// supernode_rows(s) x supernode_cols(s) entries (leading dimension supernode_rows(s)) at
+/// values()[panel_offset[s]]: the lower triangle of the diagonal block L11 (its strict upper triangle is
+/// not referenced) on top of the block L21 below. Host memory.
+class NumericFactor {
+ public:
+  /// Factorizes A, which must have exactly the pattern `symbolic` was analyzed with. Reads the lower
+  /// triangle of A and checks that the upper triangle mirrors it.
+  /// Throws InvalidInput if A's pattern differs from the analyzed one, A is not symmetric, or A has a NaN or
+  /// Inf value (with its row and column); NumericalError (kind not_positive_definite) naming the first
+  /// column, in A's original numbering, whose pivot is not positive, or (kind singular) whose pivot lost
+  /// all significant digits (L_jj^2 <= eps * a_jj); ResourceError if memory runs out.
+  NumericFactor(std::shared_ptr<const SymbolicFactor> symbolic, const SparseMatrix& A,
+                const FactorOptions& options = {});
+
+  /// Factorizes new values with the same pattern, reusing the symbolic analysis and this object's memory.
+  /// Same errors as the constructor; after an error the factor must not be used to solve.
+  void refactorize(const SparseMatrix& A);
+
+  const SymbolicFactor& symbolic() const noexcept { return *symbolic_; }
+  const std::shared_ptr<const SymbolicFactor>& symbolic_ptr() const noexcept { return symbolic_; }
+  const std::vector<double>& values() const noexcept { return values_; }
+  const double* panel(index_t s) const noexcept { return values_.data() + symbolic_->panel_offset[s]; }
+  int threads() const noexcept { return threads_; }
+
+ private:
+  // For each supernode t, the descendants d whose rows reach t's columns: d, and the position in d's row
+  // list of its first row inside t (left-looking update lists, built once per factor).
+  struct Update {
+    index_t source;
+    index_t first_row;
+  };
+  void build_update_lists();
+  void plan_subtrees();
+  void factor_supernode(index_t s, const SparseMatrix& A, std::vector<index_t>& relpos, std::vector<double>& work);
+
+  std::shared_ptr<const SymbolicFactor> symbolic_;
+  FactorOptions options_;
+  int threads_ = 1;
+  std::vector<double> values_;
+  std::vector<offset_t> update_ptr_;
+  std::vector<Update> updates_;
+  std::size_t work_size_ = 0;           // largest update block (entries)
+  std::vector<index_t> subtree_roots_;  // independent subtrees, largest first
+  std::vector<index_t> top_;            // supernodes above them, in order
+};
+
+}  // namespace spade

@@ -1,0 +1,55 @@
+// Host solves with a NumericFactor: the supernodal forward (L) and backward (L^T) sweeps, the whole
+// solve A X = B with the permutation applied, and iterative refinement with the componentwise backward
+// error of Oettli and Prager (1964). These are also the CPU fallback of spade's GPU solve.
+#pragma once
+
+#include <vector>
+
+#include "spade/cholesky.hpp"
+#include "spade/sparse_matrix.hpp"
+
+namespace spade {
+
+/// Y := L^{-1} Y for the factor's L, in the factor's (permuted) numbering. Y is n x nrhs, column-major,
+/// leading dimension ldy >= n, host memory. Throws InvalidInput for nrhs < 0 or ldy < max(1, n).
+void forward_solve(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy);
+
+/// Y := L^{-T} Y, same conventions as forward_solve.
+void backward_solve(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy);
+
+/// Solves A X = B in place: X holds B on entry and the solution on exit, n x nrhs, column-major, leading
+/// dimension ldx >= n, host memory, original numbering (the permutation is applied inside).
+/// Throws InvalidInput for nrhs < 0 or ldx < max(1, n), or a NaN/Inf in B (with its row and column).
+void solve_in_place(const NumericFactor& F, double* X, index_t nrhs, index_t ldx);
+
+struct RefineOptions {
+  int max_steps = 10;    ///< at most this many correction steps after the first solve
+  double tolerance = 0;  ///< stop once berr <= tolerance; 0 means 2 * machine epsilon
+};
+
+/// One row of the refinement history: the state after the first solve (step 0) and after each correction.
+struct RefinementStep {
+  double residual_norm = 0;  ///< max over right-hand sides of ||b - A x||_inf
+  double berr = 0;           ///< max over right-hand sides and rows of |b - A x|_i / (|A| |x| + |b|)_i
+};
+
+struct RefinementResult {
+  std::vector<RefinementStep> steps;  ///< steps[0] is the unrefined solution
+  bool converged = false;             ///< berr reached the tolerance
+  enum class Stop { converged, stagnated, max_steps } stop = Stop::max_steps;
+};
+
+/// Solves A X = B with iterative refinement: x = solve(b); repeat r = b - A x (double), berr = Oettli-Prager
+/// backward error; stop when berr <= tolerance, when a step fails to halve berr (stagnation: the previous,
+/// better iterate is kept), or after max_steps corrections; else x += solve(r).
+/// A is the matrix that was factored (original numbering, both triangles); B and X are n x nrhs,
+/// column-major, host memory, with leading dimensions ldb, ldx >= n; B is not modified.
+/// Throws InvalidInput for mismatched sizes or a NaN/Inf in B.
+RefinementResult solve_refined(const SparseMatrix& A, const NumericFactor& F, const double* B, index_t ldb, double* X,
+                               index_t ldx, index_t nrhs, const RefineOptions& options = {});
+
+/// Componentwise backward error max_i |b - A x|_i / (|A| |x| + |b|)_i of one solution (Oettli-Prager), and
+/// the infinity norm of the residual; rows where both numerator and denominator vanish count as 0.
+RefinementStep backward_error(const SparseMatrix& A, const double* b, const double* x);
+
+}  // namespace spade

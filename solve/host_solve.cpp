@@ -1,0 +1,132 @@
+// Host supernodal triangular solves. Per supernode: the diagonal block with trsv/trsm (or a scalar loop
+// for narrow supernodes, where a BLAS call costs more than the arithmetic), the block below with
+// gemv/gemm, gathered from or scattered to the rows of the supernode's structure.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "../core/blas.hpp"
+#include "spade/error.hpp"
+#include "spade/solve.hpp"
+
+namespace spade {
+namespace {
+
+// Supernodes narrower than this are solved by scalar loops instead of BLAS calls.
+constexpr int kNarrow = 8;
+
+void check_shape(const NumericFactor& F, index_t nrhs, index_t ld, const char* who) {
+  if (nrhs < 0) throw InvalidInput(std::string(who) + ": nrhs must be >= 0, got " + std::to_string(nrhs));
+  if (ld < std::max<index_t>(1, F.symbolic().n))
+    throw InvalidInput(std::string(who) + ": leading dimension " + std::to_string(ld) + " is smaller than n = " +
+                       std::to_string(F.symbolic().n));
+}
+
+std::size_t max_below(const SymbolicFactor& S) {
+  std::size_t most = 0;
+  for (index_t s = 0; s < S.num_supernodes; ++s)
+    most = std::max<std::size_t>(most, static_cast<std::size_t>(S.supernode_rows(s) - S.supernode_cols(s)));
+  return most;
+}
+
+}  // namespace
+
+void forward_solve(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy) {
+  check_shape(F, nrhs, ldy, "forward_solve");
+  const SymbolicFactor& S = F.symbolic();
+  std::vector<double> t(max_below(S) * static_cast<std::size_t>(nrhs));
+  const double one = 1.0, zero = 0.0;
+  const int inc = 1, nr = nrhs, ld = ldy;
+  for (index_t s = 0; s < S.num_supernodes; ++s) {
+    const index_t f = S.supernode_begin[s];
+    const int k = S.supernode_cols(s), m = S.supernode_rows(s), below = m - k;
+    const index_t* rows = S.row_indices.data() + S.row_ptr[s];
+    const double* L = F.panel(s);
+    if (k < kNarrow) {
+      for (index_t r = 0; r < nrhs; ++r) {
+        double* y = Y + static_cast<offset_t>(r) * ldy;
+        for (int c = 0; c < k; ++c) {
+          const double* lc = L + static_cast<offset_t>(c) * m;
+          const double yc = (y[f + c] /= lc[c]);
+          for (int i = c + 1; i < m; ++i) y[rows[i]] -= lc[i] * yc;
+        }
+      }
+      continue;
+    }
+    if (nrhs == 1) {
+      dtrsv_("L", "N", "N", &k, L, &m, Y + f, &inc);
+      if (below == 0) continue;
+      dgemv_("N", &below, &k, &one, L + k, &m, Y + f, &inc, &zero, t.data(), &inc);
+      for (int i = 0; i < below; ++i) Y[rows[k + i]] -= t[i];
+    } else {
+      dtrsm_("L", "L", "N", "N", &k, &nr, &one, L, &m, Y + f, &ld);
+      if (below == 0) continue;
+      dgemm_("N", "N", &below, &nr, &k, &one, L + k, &m, Y + f, &ld, &zero, t.data(), &below);
+      for (index_t r = 0; r < nrhs; ++r)
+        for (int i = 0; i < below; ++i)
+          Y[rows[k + i] + static_cast<offset_t>(r) * ldy] -= t[i + static_cast<offset_t>(r) * below];
+    }
+  }
+}
+
+void backward_solve(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy) {
+  check_shape(F, nrhs, ldy, "backward_solve");
+  const SymbolicFactor& S = F.symbolic();
+  std::vector<double> t(max_below(S) * static_cast<std::size_t>(nrhs));
+  const double one = 1.0, minus_one = -1.0;
+  const int inc = 1, nr = nrhs, ld = ldy;
+  for (index_t s = S.num_supernodes - 1; s >= 0; --s) {
+    const index_t f = S.supernode_begin[s];
+    const int k = S.supernode_cols(s), m = S.supernode_rows(s), below = m - k;
+    const index_t* rows = S.row_indices.data() + S.row_ptr[s];
+    const double* L = F.panel(s);
+    if (k < kNarrow) {
+      for (index_t r = 0; r < nrhs; ++r) {
+        double* y = Y + static_cast<offset_t>(r) * ldy;
+        for (int c = k - 1; c >= 0; --c) {
+          const double* lc = L + static_cast<offset_t>(c) * m;
+          double sum = y[f + c];
+          for (int i = c + 1; i < m; ++i) sum -= lc[i] * y[rows[i]];
+          y[f + c] = sum / lc[c];
+        }
+      }
+      continue;
+    }
+    if (nrhs == 1) {
+      if (below > 0) {
+        for (int i = 0; i < below; ++i) t[i] = Y[rows[k + i]];
+        dgemv_("T", &below, &k, &minus_one, L + k, &m, t.data(), &inc, &one, Y + f, &inc);
+      }
+      dtrsv_("L", "T", "N", &k, L, &m, Y + f, &inc);
+    } else {
+      if (below > 0) {
+        for (index_t r = 0; r < nrhs; ++r)
+          for (int i = 0; i < below; ++i)
+            t[i + static_cast<offset_t>(r) * below] = Y[rows[k + i] + static_cast<offset_t>(r) * ldy];
+        dgemm_("T", "N", &k, &nr, &below, &minus_one, L + k, &m, t.data(), &below, &one, Y + f, &ld);
+      }
+      dtrsm_("L", "L", "T", "N", &k, &nr, &one, L, &m, Y + f, &ld);
+    }
+  }
+}
+
+void solve_in_place(const NumericFactor& F, double* X, index_t nrhs, index_t ldx) {
+  check_shape(F, nrhs, ldx, "solve");
+  const SymbolicFactor& S = F.symbolic();
+  const index_t n = S.n;
+  for (index_t r = 0; r < nrhs; ++r)
+    for (index_t i = 0; i < n; ++i)
+      if (!std::isfinite(X[i + static_cast<offset_t>(r) * ldx]))
+        throw InvalidInput("solve: right-hand side entry (" + std::to_string(i) + ", " + std::to_string(r) +
+                           ") is not finite");
+  std::vector<double> W(static_cast<std::size_t>(n) * nrhs);
+  for (index_t r = 0; r < nrhs; ++r)
+    for (index_t k = 0; k < n; ++k) W[k + static_cast<offset_t>(r) * n] = X[S.perm[k] + static_cast<offset_t>(r) * ldx];
+  forward_solve(F, W.data(), nrhs, std::max<index_t>(n, 1));
+  backward_solve(F, W.data(), nrhs, std::max<index_t>(n, 1));
+  for (index_t r = 0; r < nrhs; ++r)
+    for (index_t k = 0; k < n; ++k) X[S.perm[k] + static_cast<offset_t>(r) * ldx] = W[k + static_cast<offset_t>(r) * n];
+}
+
+}  // namespace spade
