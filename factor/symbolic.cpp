@@ -162,16 +162,24 @@ LowerPattern strict_part(index_t n, const std::vector<offset_t>& ptr, const std:
 
 offset_t trapezoid_entries(offset_t cols, offset_t rows) { return cols * rows - cols * (cols - 1) / 2; }
 
-// Predicted nnz(L) (without supernodes) of the ordering perm: etree + postorder + column counts.
-offset_t predicted_nnz(const SparseMatrix& A, const std::vector<index_t>& perm) {
-  std::vector<index_t> iperm = inverse_permutation(perm);
+// Predicted nnz(L) and flops (without supernodes) of the ordering perm: etree + postorder + column counts.
+struct Prediction {
+  offset_t nnz_l = 0;
+  double flops = 0;
+};
+
+Prediction predict(const SparseMatrix& A, const std::vector<index_t>& perm) {
   std::vector<offset_t> ptr, source;
   std::vector<index_t> rows;
-  permuted_lower(A, iperm, ptr, rows, source);
+  permuted_lower(A, inverse_permutation(perm), ptr, rows, source);
   const LowerPattern L = strict_part(A.cols(), ptr, rows);
   const std::vector<index_t> parent = etree_of(L);
-  const std::vector<index_t> counts = col_counts_of(L, parent, postorder(parent));
-  return std::accumulate(counts.begin(), counts.end(), offset_t{0});
+  Prediction p;
+  for (index_t c : col_counts_of(L, parent, postorder(parent))) {
+    p.nnz_l += c;
+    p.flops += static_cast<double>(c) * c;
+  }
+  return p;
 }
 
 bool pattern_is_symmetric(const SparseMatrix& A) {
@@ -238,7 +246,8 @@ std::shared_ptr<const SymbolicFactor> analyze(const SparseMatrix& A, const Analy
   S->a_row_ind = A.row_ind();
   const auto start = std::chrono::steady_clock::now();
 
-  // 1. Fill-reducing ordering (automatic: the smaller predicted fill of AMD and METIS).
+  // 1. Fill-reducing ordering. Automatic: AMD, and METIS too when AMD's factor is both fill-heavy and
+  //    flop-heavy (CHOLMOD's rule: nnz(L) >= 5 nnz(tril(A)) and flops >= 500 nnz(L)); the smaller nnz(L) wins.
   std::vector<index_t> perm0;
   if (options.ordering) {
     S->ordering = *options.ordering;
@@ -246,15 +255,16 @@ std::shared_ptr<const SymbolicFactor> analyze(const SparseMatrix& A, const Analy
   } else {
     S->ordering = OrderingMethod::amd;
     perm0 = fill_reducing_ordering(A, OrderingMethod::amd);
-    if (n >= 2000) {
+    const Prediction amd = predict(A, perm0);
+    const double lower_nnz = 0.5 * static_cast<double>(A.nnz() + n);
+    if (static_cast<double>(amd.nnz_l) >= 5 * lower_nnz && amd.flops >= 500 * static_cast<double>(amd.nnz_l)) {
       std::vector<index_t> nd = fill_reducing_ordering(A, OrderingMethod::metis);
-      if (predicted_nnz(A, nd) < predicted_nnz(A, perm0)) {
+      if (predict(A, nd).nnz_l < amd.nnz_l) {
         perm0 = std::move(nd);
         S->ordering = OrderingMethod::metis;
       }
     }
   }
-
   const auto ordered = std::chrono::steady_clock::now();
   S->ordering_seconds = std::chrono::duration<double>(ordered - start).count();
 

@@ -51,9 +51,9 @@ struct SupernodeOptions {
 };
 
 struct AnalyzeOptions {
-  /// Fill-reducing ordering; empty means automatic: AMD and METIS nested dissection are both computed and
-  /// the one with the smaller predicted nnz(L) is kept (ties go to AMD, the cheaper one). For n < 2000
-  /// only AMD is tried (METIS has no advantage on such small problems).
+  /// Fill-reducing ordering; empty means automatic: AMD, and METIS nested dissection as well when AMD's
+  /// predicted factor is both fill-heavy and flop-heavy (nnz(L) >= 5 nnz(tril(A)) and flops >= 500 nnz(L),
+  /// the rule of CHOLMOD's default strategy); then the ordering with the smaller predicted nnz(L) is kept.
   std::optional<OrderingMethod> ordering;
   SupernodeOptions supernodes;
 };
