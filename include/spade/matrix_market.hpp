@@ -6,6 +6,13 @@
 // explicit zeros are kept as entries. Complex and hermitian files are rejected.
 // Dense input/output (right-hand sides, solutions): `%%MatrixMarket matrix array real general`,
 // column-major.
+//
+// Parsing rules: the banner's words are case-insensitive; blank lines and `%` comment lines may appear
+// anywhere after the banner; tokens are separated by spaces or tabs, lines end in LF or CRLF. The lower
+// triangle (i >= j) is what a symmetric file stores; a skew-symmetric one stores the strict lower triangle.
+// Numbers may carry a leading '+'; integer-field values must be integers; a real value too small for a
+// double rounds to zero or a subnormal, one too large is rejected as not finite. Error messages have the
+// form `<file>:<line>: <what>` (line numbers 1-based), e.g. `A.mtx:7: row index 12 out of range [1, 10]`.
 #pragma once
 
 #include <cstdint>
@@ -22,14 +29,15 @@ enum class PatternValues {
   ones,       ///< every stored entry becomes 1
   laplacian,  ///< graph Laplacian of the symmetrized pattern, shifted to be SPD: a_ij = -1 for each
               ///< off-diagonal entry, a_ii = (number of off-diagonal entries in row i) + 1
-              ///< (the convention of ../shared/matrices/*_lap.mtx)
+              ///< (the convention of ../shared/matrices/*_lap.mtx); stored diagonal entries are
+              ///< ignored, and the matrix must be square (InvalidInput otherwise)
 };
 
 struct MatrixMarketOptions {
   PatternValues pattern_values = PatternValues::reject;
 };
 
-/// What the header and size line of a file said (filled by read_matrix_market when asked).
+/// What the header and size line of a file said (filled by read_matrix_market when asked, on success only).
 struct MatrixMarketInfo {
   std::string field;     ///< "real", "integer" or "pattern"
   std::string symmetry;  ///< "general", "symmetric" or "skew-symmetric"
@@ -40,9 +48,10 @@ struct MatrixMarketInfo {
 /// Reads a sparse coordinate matrix from `path` (gzip-compressed when it starts with the gzip magic bytes,
 /// whatever its name). Throws InvalidInput with the file name and line number for a malformed or truncated
 /// file (bad banner, bad size line, too few or too many entries, an unparsable number, an index out of
-/// range, an entry above the diagonal of a symmetric file), a corrupt gzip stream, a pattern file under
-/// PatternValues::reject, or a NaN/Inf value; ResourceError if the file cannot be opened or the sizes
-/// overflow 32-bit indices.
+/// range, an entry above the diagonal of a symmetric or skew-symmetric file, a diagonal entry of a
+/// skew-symmetric file), a corrupt gzip stream (zlib's message), an unsupported header (complex, hermitian,
+/// an unknown word, or the dense `array` format), a pattern file under PatternValues::reject, or a NaN/Inf
+/// value; ResourceError if the file cannot be opened or read, or rows or cols exceed 2^31 - 1.
 SparseMatrix read_matrix_market(const std::string& path, const MatrixMarketOptions& options = {},
                                 MatrixMarketInfo* info = nullptr);
 
@@ -56,12 +65,15 @@ struct DenseMatrix {
   std::vector<double> values;
 };
 
-/// Reads a dense matrix: an `array real|integer general` file, or a `coordinate` file (missing entries are
-/// zero). Same errors as read_matrix_market.
+/// Reads a dense matrix: an `array real|integer general` file, or a `coordinate` file (real or integer, any
+/// symmetry; missing entries are zero, duplicates summed). Same errors as read_matrix_market, except that a
+/// pattern file is always rejected and the size limit is the memory for rows * cols doubles
+/// (ResourceError).
 DenseMatrix read_dense_matrix_market(const std::string& path);
 
 /// Writes `m` as `%%MatrixMarket matrix array real general` with 17 significant digits (round-trips
-/// doubles exactly). Throws ResourceError if the file cannot be written.
+/// doubles exactly; NaN and Inf are written as `nan` and `inf`, which the readers reject). Throws
+/// InvalidInput if m.values does not hold rows * cols entries, ResourceError if the file cannot be written.
 void write_dense_matrix_market(const std::string& path, const DenseMatrix& m);
 
 }  // namespace spade
