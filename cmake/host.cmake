@@ -1,6 +1,13 @@
 # The host pipeline: matrix types and I/O (core/), orderings, symbolic and numeric factorization, host solve.
 add_library(spade_host
   core/sparse_matrix.cpp
+  factor/symbolic.cpp
+  factor/cholesky.cpp
+  solve/host_solve.cpp
+  solve/refine.cpp
+  core/matrix_market.cpp
+  core/generators.cpp
+  ordering/ordering.cpp
 )
 target_include_directories(spade_host PUBLIC ${CMAKE_SOURCE_DIR}/include
   PRIVATE ${METIS_INCLUDE_DIR} ${SUITESPARSE_INCLUDE_DIR})
@@ -9,3 +16,33 @@ target_link_libraries(spade_host
   PUBLIC OpenMP::OpenMP_CXX
   PRIVATE ${METIS_LIBRARY} ${AMD_LIBRARY} ${COLAMD_LIBRARY} ${SUITESPARSECONFIG_LIBRARY}
           LAPACK::LAPACK BLAS::BLAS ZLIB::ZLIB)
+
+add_executable(test_io tests/test_io.cpp)
+target_link_libraries(test_io PRIVATE spade_host GTest::gtest_main ZLIB::ZLIB)
+target_compile_definitions(test_io PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
+target_compile_options(test_io PRIVATE ${SPADE_WARNINGS})
+gtest_discover_tests(test_io)
+
+add_executable(test_ordering tests/test_ordering.cpp)
+target_include_directories(test_ordering PRIVATE ${SUITESPARSE_INCLUDE_DIR})
+target_link_libraries(test_ordering PRIVATE spade_host GTest::gtest_main ${CHOLMOD_LIBRARY}
+                      ${SUITESPARSECONFIG_LIBRARY})
+target_compile_definitions(test_ordering PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
+target_compile_options(test_ordering PRIVATE ${SPADE_WARNINGS})
+gtest_discover_tests(test_ordering)
+
+# CHOLMOD as the reference for tests and benchmarks (never linked into spade itself).
+add_library(spade_cholmod_reference tests/cholmod_reference.cpp)
+target_include_directories(spade_cholmod_reference PUBLIC ${CMAKE_SOURCE_DIR}/tests PRIVATE ${SUITESPARSE_INCLUDE_DIR})
+target_link_libraries(spade_cholmod_reference PUBLIC spade_host PRIVATE ${CHOLMOD_LIBRARY} ${SUITESPARSECONFIG_LIBRARY})
+
+add_executable(test_cholesky tests/test_cholesky.cpp)
+target_link_libraries(test_cholesky PRIVATE spade_host spade_cholmod_reference Eigen3::Eigen LAPACK::LAPACK GTest::gtest_main)
+target_compile_definitions(test_cholesky PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
+target_compile_options(test_cholesky PRIVATE ${SPADE_WARNINGS})
+gtest_discover_tests(test_cholesky)
+
+add_executable(bench_cholesky drivers/bench_cholesky.cpp)
+target_link_libraries(bench_cholesky PRIVATE spade_host spade_cholmod_reference CLI11::CLI11 BLAS::BLAS)
+target_compile_definitions(bench_cholesky PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
+target_compile_options(bench_cholesky PRIVATE ${SPADE_WARNINGS})
