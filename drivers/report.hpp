@@ -1,0 +1,85 @@
+// The report of one `spade` run: what was read or generated, what the analysis predicted, how long each
+// phase took and how accurate the solution is. The driver fills a Report as the phases run; it is printed
+// for people (print_report, a lab-notebook page on stdout) and written as its machine-readable twin
+// (to_json, the same fields under the same names).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spade/solve.hpp"
+#include "spade/sparse_matrix.hpp"
+
+namespace spade::cli {
+
+/// The input matrix as read (or generated), before any analysis.
+struct InputSummary {
+  std::string source;             ///< the file's path, or a description of the generated problem
+  std::string field;              ///< Matrix Market header field ("real", ...); empty for a generated matrix
+  std::string symmetry;           ///< Matrix Market header symmetry ("symmetric", ...); empty for a generated matrix
+  std::int64_t file_entries = 0;  ///< entries listed in the file (one triangle of a symmetric file)
+  index_t rows = 0, cols = 0;
+  offset_t nnz = 0;               ///< stored entries of the whole matrix (both triangles)
+  offset_t nnz_lower = 0;         ///< stored entries on or below the diagonal
+  offset_t diagonal_entries = 0;  ///< stored entries on the diagonal
+  bool pattern_symmetric = false;
+  bool symmetric = false;  ///< pattern and values
+};
+
+/// What the symbolic analysis predicts.
+struct AnalysisSummary {
+  std::string ordering_requested;  ///< "auto", "amd", "metis" or "natural"
+  std::string ordering;            ///< the method that produced the permutation
+  index_t supernodes = 0;
+  offset_t nnz_l = 0;      ///< entries of L as stored (relaxed supernodes)
+  double fill_ratio = 0;   ///< nnz_l / nnz(lower triangle of A)
+  double flops = 0;        ///< factorization
+  double solve_flops = 0;  ///< one forward plus backward solve, one right-hand side
+};
+
+/// One timed phase: its name ("read", "generate", "read_rhs", "order", "symbolic", "numeric", "solve",
+/// "refine"), wall seconds, and the rate in GFlop/s when the phase has a flop count (0 otherwise).
+struct Phase {
+  std::string name;
+  double seconds = 0;
+  double gflops_per_second = 0;
+};
+
+/// The solve and the refinement.
+struct SolveSummary {
+  int openmp_threads = 0;  ///< threads of the numeric factorization (subtrees in parallel)
+  int blas_threads = 0;    ///< OpenBLAS threads (the large supernodes and the solves)
+  index_t nrhs = 0;
+  std::string rhs_source;             ///< the --rhs file, or how b was made from a known solution
+  int max_steps = 0;                  ///< --refine
+  std::vector<RefinementStep> steps;  ///< steps[0]: the plain solve; then one per correction
+  RefinementResult::Stop stop = RefinementResult::Stop::max_steps;
+  double berr = 0;                      ///< of the returned solution, max over right-hand sides
+  double residual_norm = 0;             ///< ||b - A x||_inf of the returned solution, max over columns
+  std::optional<double> forward_error;  ///< max over columns of ||x - x_true||_inf / ||x_true||_inf
+  std::string output;                   ///< where the solution was written (--out), or empty
+};
+
+struct Report {
+  std::string command;  ///< "solve", "info" or "demo"
+  InputSummary input;
+  std::optional<AnalysisSummary> analysis;
+  std::string analysis_skipped;  ///< why there is no analysis (info on a matrix Cholesky cannot take)
+  std::vector<Phase> phases;
+  std::optional<SolveSummary> solve;
+};
+
+/// The stop reason as the report names it: "converged", "stagnated" or "max_steps".
+std::string to_string(RefinementResult::Stop stop);
+
+/// Writes the report for people to `out`.
+void print_report(std::FILE* out, const Report& report);
+
+/// The report as JSON, keys in the printed order.
+nlohmann::ordered_json to_json(const Report& report);
+
+}  // namespace spade::cli

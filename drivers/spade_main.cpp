@@ -1,0 +1,401 @@
+// spade: the command-line program.
+//
+//   spade solve A.mtx [--rhs b.mtx] [--nrhs k] [--ordering auto|amd|metis|natural] [--refine N]
+//                     [--out x.mtx] [--json report.json] [--threads T] [--pattern-values reject|ones|laplacian]
+//   spade info A.mtx [--pattern-values ...] [--ordering ...] [--json report.json]
+//   spade demo [--grid N] [--nrhs k] [--ordering ...] [--refine N] [--out x.mtx] [--json ...] [--threads T]
+//
+// solve and demo read (or generate) A, order, analyze, factor, solve with iterative refinement and print a
+// report on stdout (report.hpp); --json writes the same report as JSON. Without --rhs the right-hand sides
+// are b = A x_true for the known x_true(i, r) = 1 + sin(i + r), and the report adds the forward error.
+// Progress goes to stderr. Every error ends the program with one line `spade: error: <message>` on stderr
+// and the exit status 2 (invalid input or command-line usage), 3 (numerical breakdown), 4 (resources:
+// memory, files that cannot be written) or 1 (anything else).
+#include <CLI/CLI.hpp>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../core/blas.hpp"
+#include "report.hpp"
+#include "spade/cholesky.hpp"
+#include "spade/error.hpp"
+#include "spade/generators.hpp"
+#include "spade/matrix_market.hpp"
+#include "spade/ordering.hpp"
+#include "spade/solve.hpp"
+#include "spade/symbolic.hpp"
+
+namespace {
+
+using spade::index_t;
+using spade::offset_t;
+
+constexpr int exit_invalid_input = 2;
+constexpr int exit_numerical = 3;
+constexpr int exit_resource = 4;
+constexpr int exit_other = 1;
+
+/// The options of `solve`, `info` and `demo` (each command uses its own subset).
+struct Options {
+  std::string matrix;             ///< solve, info: the Matrix Market file
+  index_t grid = 40;              ///< demo: the grid is grid^3
+  std::string rhs;                ///< solve: right-hand sides file, empty = b from a known solution
+  index_t nrhs = 0;               ///< right-hand sides; 0 = not given (1, or the --rhs file's columns)
+  std::string ordering = "auto";  ///< "auto" or a name parse_ordering_method accepts
+  int refine = 10;                ///< maximum refinement steps
+  std::string out;                ///< solution file, empty = none
+  std::string json;               ///< JSON report file, empty = none
+  int threads = 0;                ///< 0 = OpenMP's default (OMP_NUM_THREADS or all cores)
+  std::string pattern_values = "reject";  ///< "reject", "ones" or "laplacian"
+  bool quiet = false;                     ///< no progress lines on stderr
+
+  // Parsed from the strings above by parse_names(), before any work is done.
+  std::optional<spade::OrderingMethod> ordering_method;  ///< empty: automatic
+  spade::PatternValues pattern = spade::PatternValues::reject;
+};
+
+/// Progress lines on stderr: "[spade] <phase> ... <seconds> s". A phase that throws leaves its line open;
+/// fail() closes it so the error message that follows stands on a line of its own.
+class Progress {
+ public:
+  void set_quiet(bool quiet) { quiet_ = quiet; }
+
+  /// Runs f() as the phase `what` and returns its wall time in seconds.
+  template <typename F>
+  double run(const std::string& what, F&& f) {
+    if (!quiet_) {
+      std::fprintf(stderr, "[spade] %s ... ", what.c_str());
+      std::fflush(stderr);
+      open_ = true;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!quiet_) std::fprintf(stderr, "%.3f s\n", seconds);
+    open_ = false;
+    return seconds;
+  }
+
+  void fail() {
+    if (open_) std::fprintf(stderr, "failed\n");
+    open_ = false;
+  }
+
+ private:
+  bool quiet_ = false;
+  bool open_ = false;
+};
+
+/// Fills o.ordering_method and o.pattern from their names. Throws InvalidInput for an unknown name.
+void parse_names(Options& o) {
+  if (o.ordering != "auto") {
+    try {
+      o.ordering_method = spade::parse_ordering_method(o.ordering);
+    } catch (const spade::InvalidInput&) {
+      throw spade::InvalidInput("unknown --ordering '" + o.ordering + "'; expected auto, amd, metis or natural");
+    }
+  }
+  if (o.pattern_values == "reject")
+    o.pattern = spade::PatternValues::reject;
+  else if (o.pattern_values == "ones")
+    o.pattern = spade::PatternValues::ones;
+  else if (o.pattern_values == "laplacian")
+    o.pattern = spade::PatternValues::laplacian;
+  else
+    throw spade::InvalidInput("unknown --pattern-values '" + o.pattern_values +
+                              "'; expected reject, ones or laplacian");
+}
+
+/// Sizes and symmetry of A as stored.
+spade::cli::InputSummary summarize(const spade::SparseMatrix& A) {
+  spade::cli::InputSummary s;
+  s.rows = A.rows();
+  s.cols = A.cols();
+  s.nnz = A.nnz();
+  for (index_t j = 0; j < A.cols(); ++j)
+    for (offset_t p = A.col_ptr()[j]; p < A.col_ptr()[j + 1]; ++p) {
+      s.nnz_lower += A.row_ind()[p] >= j;
+      s.diagonal_entries += A.row_ind()[p] == j;
+    }
+  if (A.is_square()) {
+    const spade::SparseMatrix t = A.transpose();
+    s.pattern_symmetric = t.col_ptr() == A.col_ptr() && t.row_ind() == A.row_ind();
+    s.symmetric = s.pattern_symmetric && t.values() == A.values();
+  }
+  return s;
+}
+
+/// Reads the matrix file, records the "read" phase and the input summary.
+spade::SparseMatrix read_input(const Options& o, Progress& progress, spade::cli::Report& report) {
+  spade::MatrixMarketOptions mm;
+  mm.pattern_values = o.pattern;
+  spade::MatrixMarketInfo info;
+  spade::SparseMatrix A;
+  const double seconds =
+      progress.run("reading " + o.matrix, [&] { A = spade::read_matrix_market(o.matrix, mm, &info); });
+  report.phases.push_back({"read", seconds, 0});
+  report.input = summarize(A);
+  report.input.source = o.matrix;
+  report.input.field = info.field;
+  report.input.symmetry = info.symmetry;
+  report.input.file_entries = info.stored_entries;
+  return A;
+}
+
+/// Orders and analyzes A; records the "order" and "symbolic" phases and the analysis summary.
+std::shared_ptr<const spade::SymbolicFactor> analyze_input(const spade::SparseMatrix& A, const Options& o,
+                                                           Progress& progress, spade::cli::Report& report) {
+  spade::AnalyzeOptions options;
+  options.ordering = o.ordering_method;
+  std::shared_ptr<const spade::SymbolicFactor> S;
+  progress.run("analysis (ordering " + o.ordering + ", symbolic)", [&] { S = spade::analyze(A, options); });
+  report.phases.push_back({"order", S->ordering_seconds, 0});
+  report.phases.push_back({"symbolic", S->symbolic_seconds, 0});
+  spade::cli::AnalysisSummary a;
+  a.ordering_requested = o.ordering;
+  a.ordering = spade::to_string(S->ordering);
+  a.supernodes = S->num_supernodes;
+  a.nnz_l = S->nnz_l;
+  a.fill_ratio = report.input.nnz_lower > 0 ? static_cast<double>(S->nnz_l) / report.input.nnz_lower : 0;
+  a.flops = S->flops;
+  a.solve_flops = S->solve_flops;
+  report.analysis = a;
+  return S;
+}
+
+/// x_true(i, r) = 1 + sin(i + r): every entry of order one, columns different from each other.
+std::vector<double> known_solution(index_t n, index_t nrhs) {
+  std::vector<double> x(static_cast<std::size_t>(n) * nrhs);
+  for (index_t r = 0; r < nrhs; ++r)
+    for (index_t i = 0; i < n; ++i) x[i + static_cast<std::size_t>(r) * n] = 1 + std::sin(static_cast<double>(i) + r);
+  return x;
+}
+
+/// max over columns of ||x - x_true||_inf / ||x_true||_inf.
+double forward_error(const std::vector<double>& x, const std::vector<double>& x_true, index_t n, index_t nrhs) {
+  double worst = 0;
+  for (index_t r = 0; r < nrhs; ++r) {
+    double diff = 0, norm = 0;
+    for (index_t i = 0; i < n; ++i) {
+      const std::size_t k = i + static_cast<std::size_t>(r) * n;
+      diff = std::max(diff, std::abs(x[k] - x_true[k]));
+      norm = std::max(norm, std::abs(x_true[k]));
+    }
+    worst = std::max(worst, norm > 0 ? diff / norm : diff);
+  }
+  return worst;
+}
+
+/// GFlop/s of `flops` done in `seconds` (0 when the phase was too short for the clock to see).
+double gflops_per_second(double flops, double seconds) { return seconds > 0 ? flops * 1e-9 / seconds : 0; }
+
+void write_json(const std::string& path, const spade::cli::Report& report) {
+  std::ofstream file(path);
+  file << to_json(report).dump(2) << '\n';
+  if (!file) throw spade::ResourceError("cannot write the JSON report '" + path + "'");
+}
+
+/// Factor, solve and refine A X = B; fills the remaining phases and the solve summary.
+void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& progress, spade::cli::Report& report) {
+  const index_t n = A.rows();
+  if (n == 0) throw spade::InvalidInput(report.input.source + ": the matrix is 0 x 0; there is nothing to solve");
+  if (o.threads > 0) {
+    omp_set_num_threads(o.threads);
+    openblas_set_num_threads(o.threads);
+  }
+  spade::cli::SolveSummary s;
+  s.max_steps = o.refine;
+  std::vector<double> B, x_true;
+  if (!o.rhs.empty()) {
+    spade::DenseMatrix b;
+    const double seconds = progress.run("reading " + o.rhs, [&] { b = spade::read_dense_matrix_market(o.rhs); });
+    report.phases.push_back({"read_rhs", seconds, 0});
+    if (b.rows != n)
+      throw spade::InvalidInput("--rhs " + o.rhs + " has " + std::to_string(b.rows) + " rows, but A is " +
+                                std::to_string(n) + " x " + std::to_string(n));
+    if (b.cols == 0) throw spade::InvalidInput("--rhs " + o.rhs + " has no columns");
+    if (o.nrhs != 0 && o.nrhs != b.cols)
+      throw spade::InvalidInput("--nrhs " + std::to_string(o.nrhs) + " disagrees with --rhs " + o.rhs + ", which has " +
+                                std::to_string(b.cols) + " columns");
+    s.nrhs = static_cast<index_t>(b.cols);
+    s.rhs_source = o.rhs;
+    B = std::move(b.values);
+  } else {
+    s.nrhs = o.nrhs != 0 ? o.nrhs : 1;
+    s.rhs_source = "b = A x_true, x_true(i, r) = 1 + sin(i + r)";
+    x_true = known_solution(n, s.nrhs);
+    B.resize(x_true.size());
+    for (index_t r = 0; r < s.nrhs; ++r)
+      A.multiply(x_true.data() + static_cast<std::size_t>(r) * n, B.data() + static_cast<std::size_t>(r) * n);
+  }
+
+  const std::shared_ptr<const spade::SymbolicFactor> S = analyze_input(A, o, progress, report);
+
+  std::optional<spade::NumericFactor> F;
+  const double numeric =
+      progress.run("numeric factorization", [&] { F.emplace(S, A, spade::FactorOptions{o.threads}); });
+  report.phases.push_back({"numeric", numeric, gflops_per_second(S->flops, numeric)});
+  s.openmp_threads = F->threads();
+  s.blas_threads = openblas_get_num_threads();
+
+  // The plain solve is timed on its own; solve_refined then starts again from B (its first solve is part of
+  // the "refine" phase), so the two phases can be read separately.
+  std::vector<double> X = B;
+  const double solve = progress.run("solve", [&] { spade::solve_in_place(*F, X.data(), s.nrhs, n); });
+  report.phases.push_back({"solve", solve, gflops_per_second(S->solve_flops * s.nrhs, solve)});
+
+  spade::RefineOptions refine;
+  refine.max_steps = o.refine;
+  spade::RefinementResult result;
+  const double refine_seconds = progress.run("solve with iterative refinement", [&] {
+    result = spade::solve_refined(A, *F, B.data(), n, X.data(), n, s.nrhs, refine);
+  });
+  report.phases.push_back({"refine", refine_seconds, 0});
+  s.steps = result.steps;
+  s.stop = result.stop;
+  s.berr = result.solution.berr;
+  s.residual_norm = result.solution.residual_norm;
+  if (!x_true.empty()) s.forward_error = forward_error(X, x_true, n, s.nrhs);
+
+  if (!o.out.empty()) {
+    spade::write_dense_matrix_market(o.out, spade::DenseMatrix{n, s.nrhs, std::move(X)});
+    s.output = o.out;
+  }
+  report.solve = s;
+}
+
+int run_solve(const Options& o, Progress& progress) {
+  spade::cli::Report report;
+  report.command = "solve";
+  const spade::SparseMatrix A = read_input(o, progress, report);
+  factor_and_solve(A, o, progress, report);
+  if (!o.json.empty()) write_json(o.json, report);
+  spade::cli::print_report(stdout, report);
+  return 0;
+}
+
+int run_demo(const Options& o, Progress& progress) {
+  spade::cli::Report report;
+  report.command = "demo";
+  spade::SparseMatrix A;
+  const std::string grid = std::to_string(o.grid);
+  const double seconds = progress.run("generating the 3D Poisson problem on a " + grid + "^3 grid",
+                                      [&] { A = spade::laplacian_3d(o.grid, o.grid, o.grid); });
+  report.phases.push_back({"generate", seconds, 0});
+  report.input = summarize(A);
+  report.input.source = "generated: 3D Poisson, 7-point Laplacian on a " + grid + " x " + grid + " x " + grid +
+                        " grid, Dirichlet boundary";
+  factor_and_solve(A, o, progress, report);
+  if (!o.json.empty()) write_json(o.json, report);
+  spade::cli::print_report(stdout, report);
+  return 0;
+}
+
+int run_info(const Options& o, Progress& progress) {
+  spade::cli::Report report;
+  report.command = "info";
+  const spade::SparseMatrix A = read_input(o, progress, report);
+  if (!report.input.pattern_symmetric)
+    report.analysis_skipped = A.is_square() ? "Cholesky needs a symmetric pattern; this one is not symmetric"
+                                            : "Cholesky needs a square matrix";
+  else
+    analyze_input(A, o, progress, report);
+  if (!o.json.empty()) write_json(o.json, report);
+  spade::cli::print_report(stdout, report);
+  return 0;
+}
+
+void add_common_options(CLI::App* command, Options& o) {
+  command->add_option("--ordering", o.ordering,
+                      "fill-reducing ordering: amd, metis, natural, or auto (AMD; METIS too when AMD's factor is "
+                      "fill- and flop-heavy, keeping the smaller nnz(L))")
+      ->capture_default_str();
+  command->add_option("--json", o.json, "also write the report as JSON to this file");
+  command->add_flag("-q,--quiet", o.quiet, "no progress lines on stderr");
+}
+
+void add_solve_options(CLI::App* command, Options& o) {
+  add_common_options(command, o);
+  command->add_option("--nrhs", o.nrhs, "right-hand sides (default 1, or the columns of --rhs)")
+      ->check(CLI::Range(1, std::numeric_limits<index_t>::max()));
+  command->add_option("--refine", o.refine, "maximum iterative refinement steps (0: plain solve)")
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  command->add_option("--out", o.out, "write the solution to this Matrix Market array file");
+  command->add_option("--threads", o.threads, "OpenMP and OpenBLAS threads (default: OMP_NUM_THREADS or all cores)")
+      ->check(CLI::Range(1, 4096));
+}
+
+void add_file_options(CLI::App* command, Options& o) {
+  command->add_option("matrix", o.matrix, "sparse SPD matrix, Matrix Market coordinate (.mtx or .mtx.gz)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  command
+      ->add_option("--pattern-values", o.pattern_values,
+                   "values for a pattern file: reject, ones or laplacian (shifted graph Laplacian)")
+      ->capture_default_str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"spade: sparse Cholesky solver (order, analyze, factor, solve, refine) with a lab-notebook report"};
+  app.require_subcommand(1);
+  Options o;
+  CLI::App* solve = app.add_subcommand("solve", "solve A X = B for a sparse symmetric positive definite A");
+  add_file_options(solve, o);
+  solve->add_option("--rhs", o.rhs, "right-hand sides, Matrix Market array or coordinate (default: b = A x_true)")
+      ->check(CLI::ExistingFile);
+  add_solve_options(solve, o);
+  CLI::App* info = app.add_subcommand("info", "describe a matrix file and predict the fill of its Cholesky factor");
+  add_file_options(info, o);
+  add_common_options(info, o);
+  CLI::App* demo = app.add_subcommand("demo", "solve the 3D Poisson problem (7-point Laplacian on an N^3 grid)");
+  demo->add_option("--grid", o.grid, "grid points per dimension N")
+      ->check(CLI::Range(1, std::numeric_limits<index_t>::max()))
+      ->capture_default_str();
+  add_solve_options(demo, o);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::fprintf(stderr, "spade: error: %s (see spade --help)\n", e.what());
+    return exit_invalid_input;
+  }
+
+  Progress progress;
+  progress.set_quiet(o.quiet);
+  const auto error = [&](const std::exception& e, int status) {
+    progress.fail();
+    std::fprintf(stderr, "spade: error: %s\n", e.what());
+    return status;
+  };
+  try {
+    parse_names(o);
+    if (*solve) return run_solve(o, progress);
+    if (*info) return run_info(o, progress);
+    return run_demo(o, progress);
+  } catch (const spade::InvalidInput& e) {
+    return error(e, exit_invalid_input);
+  } catch (const spade::NumericalError& e) {
+    return error(e, exit_numerical);
+  } catch (const spade::ResourceError& e) {
+    return error(e, exit_resource);
+  } catch (const std::bad_alloc&) {
+    return error(spade::ResourceError("out of memory"), exit_resource);
+  } catch (const std::exception& e) {
+    return error(e, exit_other);
+  }
+}

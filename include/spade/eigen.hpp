@@ -1,0 +1,242 @@
+// spade behind Eigen's sparse-solver interface (the one of Eigen::SimplicialLLT):
+//
+//   spade::EigenCholesky<Eigen::SparseMatrix<double>> solver;   // reads the lower triangle
+//   solver.compute(A);                                           // or analyzePattern(A); factorize(A);
+//   if (solver.info() != Eigen::Success) { ... solver.errorMessage() ... }
+//   Eigen::VectorXd x = solver.solve(b);                         // b: a vector or a matrix of columns
+//
+// Header only; link spade_host and Eigen3::Eigen. The factorization is spade's supernodal Cholesky
+// P A P^T = L L^T on the host (cholesky.hpp), the ordering spade's (symbolic.hpp), the solve
+// spade::solve_in_place without refinement (solve.hpp).
+#pragma once
+
+#include <Eigen/Core>
+#include <Eigen/SparseCore>
+#include <algorithm>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "spade/cholesky.hpp"
+#include "spade/error.hpp"
+#include "spade/solve.hpp"
+#include "spade/sparse_matrix.hpp"
+#include "spade/symbolic.hpp"
+
+namespace spade {
+
+/// Sparse Cholesky solver with Eigen's interface, for symmetric positive definite matrices.
+///
+/// MatrixType: `Eigen::SparseMatrix<double, Eigen::ColMajor, StorageIndex>` (compressed or not; any
+/// signed StorageIndex, but n must fit spade's 32-bit index_t).
+///
+/// UpLo says which triangle of the given matrix is read, as in Eigen::SimplicialLLT:
+///   Eigen::Lower (default): only the entries on and below the diagonal are read and mirrored above it; any
+///                           entries stored above the diagonal are ignored. Use it when only the lower
+///                           triangle is stored, and also for full storage.
+///   Eigen::Upper:           the same with the upper triangle.
+///   Eigen::Lower | Eigen::Upper: both triangles are stored and read as they are; spade checks that pattern
+///                           and values are symmetric (InvalidInput otherwise).
+///
+/// Errors follow Eigen's convention: analyzePattern, factorize and compute never throw for bad data or
+/// numerical failure; they set info() and keep the message (errorMessage()) and the spade exception (error()):
+///   Eigen::InvalidInput   - spade::InvalidInput (non-square, non-symmetric, NaN/Inf, a factorize() whose
+///                           pattern differs from the analyzed one) or spade::ResourceError (out of memory,
+///                           sizes that overflow the index types)
+///   Eigen::NumericalIssue - spade::NumericalError (not positive definite or numerically singular; the
+///                           message and NumericalError::index() name the column, 0-based, in A's numbering)
+/// Misuse throws spade::InvalidInput: factorize() before a successful analyzePattern(), solve() without a
+/// successful factorization, or a right-hand side whose row count is not rows(); solve() also throws
+/// InvalidInput for a NaN/Inf in b.
+template <typename MatrixType, int UpLo = Eigen::Lower>
+class EigenCholesky {
+  static_assert(std::is_same<typename MatrixType::Scalar, double>::value, "spade::EigenCholesky needs double values");
+  static_assert(!MatrixType::IsRowMajor, "spade::EigenCholesky needs a column-major (CSC) Eigen::SparseMatrix");
+  static_assert(UpLo == Eigen::Lower || UpLo == Eigen::Upper || UpLo == (Eigen::Lower | Eigen::Upper),
+                "UpLo must be Eigen::Lower, Eigen::Upper or Eigen::Lower | Eigen::Upper");
+
+ public:
+  using Scalar = double;
+  using StorageIndex = typename MatrixType::StorageIndex;
+  enum { UpLoMode = UpLo };
+
+  /// A solver with spade's default options (automatic ordering, OpenMP's default thread count).
+  EigenCholesky() = default;
+
+  /// A solver with the given analysis options (ordering, supernode relaxation) and factorization options
+  /// (threads); they apply to the next analyzePattern() and factorize().
+  explicit EigenCholesky(const AnalyzeOptions& analyze_options, const FactorOptions& factor_options = {})
+      : analyze_options_(analyze_options), factor_options_(factor_options) {}
+
+  /// Same as EigenCholesky() followed by compute(A).
+  explicit EigenCholesky(const MatrixType& A) { compute(A); }
+
+  /// Orders and analyzes the pattern of A (of the triangle(s) UpLo selects; values are not read). Discards
+  /// any earlier analysis and factorization. Sets info().
+  void analyzePattern(const MatrixType& A) {
+    symbolic_.reset();
+    numeric_.reset();
+    guard([&] {
+      const SparseMatrix S = to_spade(A);
+      symbolic_ = analyze(S, analyze_options_);
+    });
+  }
+
+  /// Factorizes A, which must have the pattern given to analyzePattern() (values may change: calling
+  /// factorize() again refactorizes, reusing the analysis and the factor's memory). Sets info(); after a
+  /// failure the previous factorization is gone too. Throws InvalidInput if there is no successful analysis.
+  void factorize(const MatrixType& A) {
+    if (!symbolic_)
+      throw InvalidInput("EigenCholesky::factorize: call analyzePattern() (or compute()) first, successfully");
+    guard([&] {
+      const SparseMatrix S = to_spade(A);
+      try {
+        if (numeric_)
+          numeric_->refactorize(S);
+        else
+          numeric_.emplace(symbolic_, S, factor_options_);
+      } catch (...) {
+        numeric_.reset();
+        throw;
+      }
+    });
+  }
+
+  /// analyzePattern(A) then, if it succeeded, factorize(A).
+  EigenCholesky& compute(const MatrixType& A) {
+    analyzePattern(A);
+    if (info_ == Eigen::Success) factorize(A);
+    return *this;
+  }
+
+  /// X = A^{-1} B for a dense B with rows() rows and any number of columns (B is not modified). Returns a
+  /// column-major dense matrix with B's column count (a VectorXd for a VectorXd). Throws InvalidInput without
+  /// a successful factorization, for a row count other than rows(), or for a NaN/Inf in B.
+  template <typename Rhs>
+  Eigen::Matrix<double, Eigen::Dynamic, Rhs::ColsAtCompileTime> solve(const Eigen::MatrixBase<Rhs>& B) const {
+    if (!numeric_) throw InvalidInput("EigenCholesky::solve: no successful factorization (see info())");
+    const index_t n = numeric_->symbolic().n;
+    if (B.rows() != n)
+      throw InvalidInput("EigenCholesky::solve: the right-hand side has " + std::to_string(B.rows()) +
+                         " rows, the matrix " + std::to_string(n));
+    if (B.cols() > std::numeric_limits<index_t>::max())
+      throw InvalidInput("EigenCholesky::solve: too many right-hand sides");
+    Eigen::Matrix<double, Eigen::Dynamic, Rhs::ColsAtCompileTime> X = B;
+    solve_in_place(*numeric_, X.data(), static_cast<index_t>(X.cols()), std::max<index_t>(1, n));
+    return X;
+  }
+
+  /// Eigen::Success, Eigen::InvalidInput or Eigen::NumericalIssue for the last analyzePattern(),
+  /// factorize() or compute() (Eigen::Success before any of them).
+  Eigen::ComputationInfo info() const noexcept { return info_; }
+
+  /// The order n of the analyzed matrix (0 before a successful analyzePattern()).
+  Eigen::Index rows() const noexcept { return symbolic_ ? symbolic_->n : 0; }
+  Eigen::Index cols() const noexcept { return rows(); }
+
+  /// The symbolic factor of the last successful analyzePattern() (ordering, supernodes, predicted nnz(L)
+  /// and flops), or null.
+  const std::shared_ptr<const SymbolicFactor>& symbolic() const noexcept { return symbolic_; }
+
+  /// The numeric factor of the last successful factorize(), or null.
+  const NumericFactor* numeric() const noexcept { return numeric_ ? &*numeric_ : nullptr; }
+
+  /// The message of the error behind info(), empty after success.
+  const std::string& errorMessage() const noexcept { return message_; }
+
+  /// The spade exception behind info() (rethrow it to read NumericalError::kind() and index()), or null.
+  std::exception_ptr error() const noexcept { return error_; }
+
+ private:
+  /// Runs f, mapping spade's exceptions to info() as documented on the class.
+  template <typename F>
+  void guard(F&& f) {
+    info_ = Eigen::Success;
+    message_.clear();
+    error_ = nullptr;
+    try {
+      f();
+    } catch (const NumericalError& e) {
+      fail(Eigen::NumericalIssue, e.what());
+    } catch (const Error& e) {
+      fail(Eigen::InvalidInput, e.what());
+    } catch (const std::bad_alloc&) {
+      fail(Eigen::InvalidInput, "out of memory");
+    }
+  }
+
+  void fail(Eigen::ComputationInfo info, const char* message) {
+    info_ = info;
+    message_ = message;
+    error_ = std::current_exception();
+  }
+
+  /// The whole symmetric matrix (both triangles, sorted CSC) that the triangle(s) of A selected by UpLo
+  /// stand for. Throws InvalidInput for a non-square A, ResourceError when n does not fit index_t.
+  static SparseMatrix to_spade(const MatrixType& A) {
+    if (A.rows() != A.cols())
+      throw InvalidInput("EigenCholesky: the matrix must be square, got " + std::to_string(A.rows()) + " x " +
+                         std::to_string(A.cols()));
+    if (A.rows() > std::numeric_limits<index_t>::max())
+      throw ResourceError("EigenCholesky: n = " + std::to_string(A.rows()) + " does not fit spade's 32-bit indices");
+    const index_t n = static_cast<index_t>(A.rows());
+    constexpr bool full = UpLo == (Eigen::Lower | Eigen::Upper);
+    const auto selected = [](Eigen::Index i, Eigen::Index j) {
+      return full || (UpLo == Eigen::Lower ? i >= j : i <= j);
+    };
+    // Counting sort into CSC: entry (i, j) of the selected triangle lands in column j, and off the
+    // diagonal (unless both triangles are given) its mirror (j, i) lands in column i.
+    std::vector<offset_t> col_ptr(static_cast<std::size_t>(n) + 1, 0);
+    for (Eigen::Index j = 0; j < n; ++j)
+      for (typename MatrixType::InnerIterator it(A, j); it; ++it)
+        if (selected(it.row(), j)) {
+          ++col_ptr[j + 1];
+          if (!full && it.row() != j) ++col_ptr[it.row() + 1];
+        }
+    for (index_t j = 0; j < n; ++j) col_ptr[j + 1] += col_ptr[j];
+    std::vector<offset_t> next(col_ptr.begin(), col_ptr.end() - 1);
+    std::vector<index_t> row_ind(static_cast<std::size_t>(col_ptr[n]));
+    std::vector<double> values(row_ind.size());
+    for (Eigen::Index j = 0; j < n; ++j)
+      for (typename MatrixType::InnerIterator it(A, j); it; ++it)
+        if (selected(it.row(), j)) {
+          const offset_t p = next[j]++;
+          row_ind[p] = static_cast<index_t>(it.row());
+          values[p] = it.value();
+          if (!full && it.row() != j) {
+            const offset_t q = next[it.row()]++;
+            row_ind[q] = static_cast<index_t>(j);
+            values[q] = it.value();
+          }
+        }
+    // Columns come out sorted when A's are (mirrored rows arrive in increasing j, ahead of or behind the
+    // column's own rows); sort the others (Eigen allows unsorted inner indices).
+    std::vector<std::pair<index_t, double>> column;
+    for (index_t j = 0; j < n; ++j) {
+      const auto begin = row_ind.begin() + col_ptr[j], end = row_ind.begin() + col_ptr[j + 1];
+      if (std::is_sorted(begin, end)) continue;
+      column.clear();
+      for (offset_t p = col_ptr[j]; p < col_ptr[j + 1]; ++p) column.emplace_back(row_ind[p], values[p]);
+      std::sort(column.begin(), column.end());
+      for (offset_t p = col_ptr[j]; p < col_ptr[j + 1]; ++p) std::tie(row_ind[p], values[p]) = column[p - col_ptr[j]];
+    }
+    return SparseMatrix(n, n, std::move(col_ptr), std::move(row_ind), std::move(values));
+  }
+
+  AnalyzeOptions analyze_options_;
+  FactorOptions factor_options_;
+  std::shared_ptr<const SymbolicFactor> symbolic_;
+  std::optional<NumericFactor> numeric_;
+  Eigen::ComputationInfo info_ = Eigen::Success;
+  std::string message_;
+  std::exception_ptr error_;
+};
+
+}  // namespace spade
