@@ -435,8 +435,7 @@ SparseMatrix parse_matrix_market(const std::string& text, const std::string& nam
     lines.fail_at(1, "'array' (dense) format where a sparse 'coordinate' matrix is expected "
                      "(read it with read_dense_matrix_market)");
   if (h.field == Field::pattern && options.pattern_values == PatternValues::reject)
-    lines.fail_at(1, "pattern file has no values (set MatrixMarketOptions::pattern_values to ones or laplacian "
-                     "to read it)");
+    lines.fail_at(1, "pattern file has no values: choose pattern values 'ones' or 'laplacian' to read it");
   check_index_range(h, lines);
   const bool laplacian = h.field == Field::pattern && options.pattern_values == PatternValues::laplacian;
   if (laplacian && h.rows != h.cols)

@@ -337,8 +337,7 @@ TEST(MatrixMarketErrors, ArrayFormatGivenToTheSparseReader) {
 
 TEST(MatrixMarketErrors, PatternRejectedByDefault) {
   EXPECT_EQ(parse_error("%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 2\n"),
-            "A.mtx:1: pattern file has no values (set MatrixMarketOptions::pattern_values to ones or laplacian "
-            "to read it)");
+            "A.mtx:1: pattern file has no values: choose pattern values 'ones' or 'laplacian' to read it");
 }
 
 TEST(MatrixMarketErrors, SizeLine) {
