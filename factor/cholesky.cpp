@@ -21,6 +21,13 @@
 namespace spade {
 namespace {
 
+// Below these sizes the scalar loops beat a BLAS/LAPACK call: updates of at most kSmallUpdate multiply-adds,
+// and supernodes of at most kNarrow columns.
+constexpr offset_t kSmallUpdate = 2048;
+constexpr int kNarrow = 8;
+// Work (about k m^2 multiply-adds for a supernode of k columns and m rows) that keeps one BLAS thread busy.
+constexpr double kFlopsPerBlasThread = 4e6;
+
 void check_input(const SymbolicFactor& S, const SparseMatrix& A) {
   if (A.rows() != S.n || A.cols() != S.n || A.col_ptr() != S.a_col_ptr || A.row_ind() != S.a_row_ind)
     throw InvalidInput("factorize: the matrix's pattern differs from the pattern it was analyzed with");
@@ -130,6 +137,7 @@ void NumericFactor::plan_subtrees() {
 
 void NumericFactor::refactorize(const SparseMatrix& A) {
   const SymbolicFactor& S = *symbolic_;
+  valid_ = false;
   check_input(S, A);
   // Subtree of supernode s: the contiguous range first_descendant[s] .. s (the numbering is a postorder).
   std::vector<index_t> first_descendant(S.num_supernodes);
@@ -170,15 +178,24 @@ void NumericFactor::refactorize(const SparseMatrix& A) {
       }
     }
     if (!error) {
+      // Threaded BLAS at the top, with no more threads than the supernode's work keeps busy (OpenBLAS
+      // splits even small products across every thread it is given, which costs more than it saves).
       BlasThreads blas(threads_);
+      int current = threads_;
       std::vector<index_t> relpos(S.n);
       std::vector<double> work(work_size_);
-      for (index_t s : top_) factor_supernode(s, A, relpos, work);
+      for (index_t s : top_) {
+        const double k = S.supernode_cols(s), m = S.supernode_rows(s);
+        const int wanted = static_cast<int>(std::clamp(k * m * m / kFlopsPerBlasThread, 1.0, double(threads_)));
+        if (wanted != current) openblas_set_num_threads(current = wanted);
+        factor_supernode(s, A, relpos, work);
+      }
     }
   } catch (const std::bad_alloc&) {
     throw ResourceError("factorize: out of memory for the workspace");
   }
   if (error) std::rethrow_exception(error);
+  valid_ = true;
 }
 
 void NumericFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vector<index_t>& relpos,
@@ -195,8 +212,6 @@ void NumericFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vect
   for (index_t j = f; j < l; ++j)
     for (offset_t p = S.c_ptr[j]; p < S.c_ptr[j + 1]; ++p)
       panel[static_cast<offset_t>(j - f) * m + relpos[S.c_rows[p]]] = A.values()[S.c_source[p]];
-  std::vector<double> diagonal(k);
-  for (int c = 0; c < k; ++c) diagonal[c] = panel[static_cast<offset_t>(c) * m + c];
 
   // Updates from descendants: W = L_d(rows >= f) * L_d(rows in [f, l))^T, then panel -= W (scattered).
   const double one = 1.0, zero = 0.0;
@@ -208,6 +223,18 @@ void NumericFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vect
     int p1 = p0;
     while (p1 < md && drows[p1] < l) ++p1;
     const int nk = p1 - p0, nm = md - p0;
+    if (static_cast<offset_t>(kd) * nk * nm <= kSmallUpdate) {
+      // Small update: subtract the products straight into the panel (a BLAS call would cost more).
+      for (int c = 0; c < nk; ++c) {
+        double* target = panel + static_cast<offset_t>(drows[p0 + c] - f) * m;
+        for (int r = c; r < nm; ++r) {
+          double sum = 0;
+          for (int t = 0; t < kd; ++t) sum += ld[p0 + r + static_cast<offset_t>(t) * md] * ld[p0 + c + static_cast<offset_t>(t) * md];
+          target[relpos[drows[p0 + r]]] -= sum;
+        }
+      }
+      continue;
+    }
     double* w = work.data();
     dsyrk_("L", "N", &nk, &kd, &one, ld + p0, &md, &zero, w, &nm);
     if (nm > nk) {
@@ -221,27 +248,48 @@ void NumericFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vect
     }
   }
 
-  int info = 0;
-  dpotrf_("L", &k, panel, &m, &info);
-  if (info > 0) {
-    const index_t j = f + info - 1;
-    throw NumericalError(NumericalError::Kind::not_positive_definite, S.perm[j],
-                         "factorize: the matrix is not positive definite: the pivot of column " +
-                             std::to_string(S.perm[j]) + " (0-based, original numbering) is not positive");
+  auto not_positive_definite = [&](index_t j) {
+    return NumericalError(NumericalError::Kind::not_positive_definite, S.perm[j],
+                          "factorize: the matrix is not positive definite: the pivot of column " +
+                              std::to_string(S.perm[j]) + " (0-based, original numbering) is not positive");
+  };
+  if (k <= kNarrow) {
+    // Narrow supernode: column-by-column Cholesky of the whole panel (potrf and trsm in one pass).
+    for (int c = 0; c < k; ++c) {
+      double* lc = panel + static_cast<offset_t>(c) * m;
+      for (int t = 0; t < c; ++t) {
+        const double* lt = panel + static_cast<offset_t>(t) * m;
+        const double factor = lt[c];
+        for (int r = c; r < m; ++r) lc[r] -= lt[r] * factor;
+      }
+      if (!(lc[c] > 0)) throw not_positive_definite(f + c);
+      const double pivot = std::sqrt(lc[c]);
+      lc[c] = pivot;
+      for (int r = c + 1; r < m; ++r) lc[r] /= pivot;
+    }
+  } else {
+    int info = 0;
+    dpotrf_("L", &k, panel, &m, &info);
+    if (info > 0) throw not_positive_definite(f + info - 1);
+    if (m > k) {
+      const int below = m - k;
+      dtrsm_("R", "L", "T", "N", &below, &k, &one, panel, &m, panel + k, &m);
+    }
   }
+  // A pivot that lost all digits to cancellation: L_jj^2 <= eps * a_jj (a_jj is the first entry of column j
+  // of C's lower triangle, when stored; a missing diagonal already failed as not positive definite).
   constexpr double eps = std::numeric_limits<double>::epsilon();
   for (int c = 0; c < k; ++c) {
+    const index_t col = f + c;
+    const offset_t first = S.c_ptr[col];
+    const double a_jj = first < S.c_ptr[col + 1] && S.c_rows[first] == col ? A.values()[S.c_source[first]] : 0.0;
     const double pivot = panel[static_cast<offset_t>(c) * m + c];
-    if (pivot * pivot <= eps * diagonal[c]) {
+    if (pivot * pivot <= eps * a_jj) {
       const index_t j = S.perm[f + c];
       throw NumericalError(NumericalError::Kind::singular, j,
                            "factorize: the matrix is numerically singular: the pivot of column " + std::to_string(j) +
                                " (0-based, original numbering) lost all significant digits");
     }
-  }
-  if (m > k) {
-    const int below = m - k;
-    dtrsm_("R", "L", "T", "N", &below, &k, &one, panel, &m, panel + k, &m);
   }
 }
 

@@ -17,6 +17,8 @@ namespace {
 constexpr int kNarrow = 8;
 
 void check_shape(const NumericFactor& F, index_t nrhs, index_t ld, const char* who) {
+  if (!F.valid())
+    throw InvalidInput(std::string(who) + ": the factor is not usable: its last factorization failed");
   if (nrhs < 0) throw InvalidInput(std::string(who) + ": nrhs must be >= 0, got " + std::to_string(nrhs));
   if (ld < std::max<index_t>(1, F.symbolic().n))
     throw InvalidInput(std::string(who) + ": leading dimension " + std::to_string(ld) + " is smaller than n = " +

@@ -90,14 +90,16 @@ RefinementResult solve_refined(const SparseMatrix& A, const NumericFactor& F, co
     const double before = last.berr;
     result.steps.push_back(now);
     if (now.berr > tolerance && now.berr > before / 2) {
-      if (now.berr >= before)
-        for (index_t r = 0; r < nrhs; ++r)
-          std::copy(previous.data() + static_cast<offset_t>(r) * n, previous.data() + static_cast<offset_t>(r + 1) * n,
-                    X + static_cast<offset_t>(r) * ldx);
       result.stop = RefinementResult::Stop::stagnated;
-      break;
+      if (now.berr < before) break;
+      result.solution = result.steps[result.steps.size() - 2];  // undo the step that made things worse
+      for (index_t r = 0; r < nrhs; ++r)
+        std::copy(previous.data() + static_cast<offset_t>(r) * n, previous.data() + static_cast<offset_t>(r + 1) * n,
+                  X + static_cast<offset_t>(r) * ldx);
+      return result;
     }
   }
+  result.solution = result.steps.back();
   return result;
 }
 

@@ -252,6 +252,7 @@ TEST(Cholesky, IterativeRefinementReachesTwoEpsilon) {
   const RefinementResult r = solve_refined(A, F, B.data(), n, X.data(), n, nrhs);
   ASSERT_FALSE(r.steps.empty());
   EXPECT_LE(r.steps.back().berr, 2 * kEps);
+  EXPECT_EQ(r.solution.berr, r.steps.back().berr);
   EXPECT_TRUE(r.converged);
 }
 
@@ -327,6 +328,10 @@ TEST(CholeskyErrors, NonSquareNonSymmetricNanAndPatternMismatch) {
   NumericFactor F(analyze(A), A);
   const SparseMatrix other = laplacian_2d(4, 4, Stencil::nine_point);
   EXPECT_THROW(F.refactorize(other), InvalidInput);
+  EXPECT_FALSE(F.valid());
+  std::vector<double> ones(16, 1.0);
+  EXPECT_THROW(solve_in_place(F, ones.data(), 1, 16), InvalidInput);
+  F.refactorize(A);
   std::vector<double> b(16, 1.0);
   b[3] = std::numeric_limits<double>::infinity();
   EXPECT_THROW(solve_in_place(F, b.data(), 1, 16), InvalidInput);

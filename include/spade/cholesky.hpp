@@ -35,8 +35,12 @@ class NumericFactor {
                 const FactorOptions& options = {});
 
   /// Factorizes new values with the same pattern, reusing the symbolic analysis and this object's memory.
-  /// Same errors as the constructor; after an error the factor must not be used to solve.
+  /// Same errors as the constructor; after an error valid() is false and the solves refuse the factor
+  /// (InvalidInput) until a refactorization succeeds.
   void refactorize(const SparseMatrix& A);
+
+  /// False after a failed refactorization.
+  bool valid() const noexcept { return valid_; }
 
   const SymbolicFactor& symbolic() const noexcept { return *symbolic_; }
   const std::shared_ptr<const SymbolicFactor>& symbolic_ptr() const noexcept { return symbolic_; }
@@ -58,6 +62,7 @@ class NumericFactor {
   std::shared_ptr<const SymbolicFactor> symbolic_;
   FactorOptions options_;
   int threads_ = 1;
+  bool valid_ = false;
   std::vector<double> values_;
   std::vector<offset_t> update_ptr_;
   std::vector<Update> updates_;

@@ -34,7 +34,9 @@ struct RefinementStep {
 };
 
 struct RefinementResult {
-  std::vector<RefinementStep> steps;  ///< steps[0] is the unrefined solution
+  std::vector<RefinementStep> steps;  ///< steps[0] is the unrefined solution, then one per correction
+  RefinementStep solution;            ///< the returned X (the last step, or the one before it when the last
+                                      ///< made things worse and was undone)
   bool converged = false;             ///< berr reached the tolerance
   enum class Stop { converged, stagnated, max_steps } stop = Stop::max_steps;
 };
