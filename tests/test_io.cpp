@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "error_of.hpp"
 #include "spade/error.hpp"
 #include "spade/generators.hpp"
 #include "spade/matrix_market.hpp"
@@ -26,18 +27,7 @@ namespace fs = std::filesystem;
 
 // ---- helpers ---------------------------------------------------------------------------------------------
 
-/// The message of the exception of type E that `f` throws, or a description of what happened instead.
-template <class E>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("wrong exception type: ") + e.what();
-  }
-  return "no exception";
-}
+using spade::testing::error_of;
 
 SparseMatrix parse(const std::string& text, PatternValues pattern = PatternValues::reject,
                    MatrixMarketInfo* info = nullptr) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "error_of.hpp"
 #include "spade/error.hpp"
 #include "spade/generators.hpp"
 #include "spade/matrix_market.hpp"
@@ -21,17 +22,7 @@ namespace {
 
 constexpr OrderingMethod all_methods[] = {OrderingMethod::natural, OrderingMethod::amd, OrderingMethod::metis};
 
-template <class E>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("wrong exception type: ") + e.what();
-  }
-  return "no exception";
-}
+using spade::testing::error_of;
 
 bool is_permutation_of_0_to_n(const std::vector<index_t>& perm, index_t n) {
   std::vector<index_t> sorted = perm;
