@@ -1,7 +1,7 @@
 // Device-side synchronization primitives shared by every spade kernel that lets one thread block (or warp)
 // wait on another inside one launch. Requires Volta or newer (independent thread scheduling, sm_70+).
 //
-// The rules every kernel follows (Hogg 2013, Liu et al. 2016, Li 2017; see ../docs/DESIGN.md):
+// The rules every kernel follows (Hogg 2013, Liu et al. 2016, Li 2017):
 //  - Work is handed out through an atomic ticket in dependency order (`take_ticket`), never by blockIdx,
 //    so a waiter only waits on work that has already started and therefore finishes: no deadlock whatever
 //    order the hardware dispatches blocks in.
@@ -65,34 +65,43 @@ __device__ inline int acquire_load(int* flag) {
   return device_atomic_int(*flag).load(cuda::memory_order_acquire);
 }
 
-/// Spins until `*flag >= target` with acquire ordering; returns false (and reports kStatusSpinTimeout with
-/// `who`) if that never happens within kSpinLimit polls. Also gives up at once if another thread already
-/// reported an error, so one failure does not leave the rest of the grid spinning.
-__device__ inline bool wait_at_least(int* flag, int target, DeviceStatus* status, int who) {
+/// Spin-wait bookkeeping for every bounded wait: kSpinLimit polls at most, the first few without sleeping,
+/// then a __nanosleep backoff doubling up to 256 ns; gives up early once another thread has reported an
+/// error, so one failure does not leave the rest of the grid spinning.
+struct Backoff {
+  long long polls = 0;
   unsigned sleep_ns = 8;
-  for (long long polls = 0; polls < kSpinLimit; ++polls) {
-    if (acquire_load(flag) >= target) return true;
-    if ((polls & 255) == 255 && device_atomic_int(status->code).load(cuda::memory_order_relaxed) != kStatusOk)
+  /// After an unsuccessful poll: false when the wait must give up (kStatusSpinTimeout is then reported
+  /// with `who`, unless the wait ends because of another thread's error).
+  __device__ bool pause(DeviceStatus* status, int who) {
+    if (++polls >= kSpinLimit) {
+      report_status(status, kStatusSpinTimeout, who);
       return false;
-    __nanosleep(sleep_ns);
-    if (sleep_ns < 256) sleep_ns *= 2;
+    }
+    if ((polls & 255) == 0 && device_atomic_int(status->code).load(cuda::memory_order_relaxed) != kStatusOk)
+      return false;
+    if (polls > 4) {
+      __nanosleep(sleep_ns);
+      if (sleep_ns < 256) sleep_ns *= 2;
+    }
+    return true;
   }
-  report_status(status, kStatusSpinTimeout, who);
-  return false;
-}
+  __device__ void reset() {
+    polls = 0;
+    sleep_ns = 8;
+  }
+};
 
-/// Spins until `*counter <= target` (for in-degree counters counted down to zero); same contract.
-__device__ inline bool wait_at_most(int* counter, int target, DeviceStatus* status, int who) {
-  unsigned sleep_ns = 8;
-  for (long long polls = 0; polls < kSpinLimit; ++polls) {
-    if (acquire_load(counter) <= target) return true;
-    if ((polls & 255) == 255 && device_atomic_int(status->code).load(cuda::memory_order_relaxed) != kStatusOk)
-      return false;
-    __nanosleep(sleep_ns);
-    if (sleep_ns < 256) sleep_ns *= 2;
-  }
-  report_status(status, kStatusSpinTimeout, who);
-  return false;
+/// Spins until `*flag >= target`, then acquires at `Scope`; returns false if that never happens (see
+/// Backoff). It polls with relaxed loads and fences once after success: an acquire load per poll is a
+/// fence per poll, and with thousands of warps polling those fences throttle the producers they wait for.
+template <cuda::thread_scope Scope = cuda::thread_scope_device>
+__device__ inline bool wait_at_least(int* flag, int target, DeviceStatus* status, int who) {
+  Backoff backoff;
+  while (cuda::atomic_ref<int, Scope>(*flag).load(cuda::memory_order_relaxed) < target)
+    if (!backoff.pause(status, who)) return false;
+  cuda::atomic_thread_fence(cuda::memory_order_acquire, Scope);
+  return true;
 }
 
 }  // namespace spade::kernels

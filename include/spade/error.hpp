@@ -1,4 +1,4 @@
-// spade error types: three tiers (see docs/DESIGN.md).
+// spade error types: three tiers (the design page in README.md).
 //   InvalidInput   - misuse or bad data from the caller: malformed files, wrong shapes, non-square or
 //                    non-symmetric input where symmetry is required, NaN/Inf values.
 //   ResourceError  - the machine cannot do it: out of memory, sizes that overflow the index types,
