@@ -1,0 +1,519 @@
+// Dense triangular-solve kernels and their host launchers (issue 3), after J. D. Hogg, "A fast dense
+// triangular solve in CUDA", SIAM J. Sci. Comput. 35(3), 2013. Contracts: include/spade/dense_trsv.hpp
+// (host API) and kernels/dense_trsv.cuh (device building blocks).
+//
+// One kernel serves every n. The matrix is cut into block rows of P tiles (32 P rows). Thread blocks take
+// block rows dynamically through an atomic ticket, in solve order (top-down for L, bottom-up for L^T), so a
+// block only ever waits for block rows that running blocks own: no deadlock whatever order the hardware
+// dispatches blocks in (Hogg 2013). A block row is processed in three phases:
+//   1. cache the diagonal block (its P (P + 1) / 2 tiles of L, or of its inverse if given) in shared
+//      memory, transposed for the transposed solve, while nothing waits on it;
+//   2. the bulk: every warp streams the off-diagonal tiles of one tile row in the order their x becomes
+//      available, each tile loaded into registers one step ahead (double-buffered) before the warp waits on
+//      the global progress counter (acquire) for the x it multiplies;
+//   3. reduce the warps' partial sums, solve the diagonal block from shared memory (one block-parallel
+//      product with its inverse, block_apply_inverse, or P dependent tile solves, block_solve_diagonal),
+//      write x, and publish the block row with a release store of the counter.
+// A block row whose bulk is longer than options.chunk_columns is split into chunk tasks, so that the
+// long rows near the end do not each stream through a single multiprocessor: the other chunks add their
+// partial sums into a per-row global buffer and count themselves done; the last chunk (the columns next
+// to the diagonal) owns the row. Tasks are numbered row by row in solve order, chunks in order, so every
+// wait is on a smaller ticket. The grid is persistent (one task per resident block at a time); the last
+// block to exit resets the ticket counters, and each owner clears its row's partial sums and chunk
+// count, so the next launch needs no memset.
+#include "spade/dense_trsv.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/cuda_check.hpp"
+#include "kernels/dense_trsv.cuh"
+#include "spade/error.hpp"
+
+namespace spade::kernels::dense {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * kTile;
+constexpr int kMaxPanel = 8;  // right-hand sides per launch
+constexpr int kInvBlock = 128;  // edge of the inverted diagonal blocks (the largest block row)
+constexpr int kInvTiles = kInvBlock / kTile;
+constexpr int kCombineThreads = 1024;
+constexpr int kQuickPolls = 32;  // acquire polls without sleeping before the bounded, backing-off wait
+
+/// Tasks of solve-order block row t: its off-diagonal tile columns in chunks of chunk_tiles (0: one task).
+template <int P, bool Trans>
+__host__ __device__ inline int row_chunks(int t, int ntiles, int nbr, int chunk_tiles) {
+  const int ncols = Trans ? (t == 0 ? 0 : ntiles - (nbr - t) * P) : t * P;
+  return chunk_tiles == 0 ? 1 : max(1, (ncols + chunk_tiles - 1) / chunk_tiles);
+}
+
+/// Tile (gq, gp) (global tile indices inside one inverted 128-block) of the inverse buffer (ld kInvBlock).
+template <typename T>
+__device__ inline T* inverse_tile(T* inv, int gq, int gp) {
+  return inv + std::size_t(gq / kInvTiles) * kInvBlock * kInvBlock + (gq % kInvTiles) * kTile +
+         (gp % kInvTiles) * kTile * kInvBlock;
+}
+
+// Counters in the workspace: [0] ticket, [1] progress (block rows finished), [2] exits; status after.
+constexpr int kTicket = 0, kProgress = 1, kExits = 2, kCounterInts = 4;
+
+template <typename T, int K, int P, bool Trans>
+constexpr std::size_t trsm_smem_bytes() {
+  return sizeof(T) * (std::size_t(P * (P + 1) / 2) * kTileSmem  // diagonal block
+                      + std::size_t(kWarps) * 2 * kTile * K      // per-warp x panels (2) / partial sums
+                      + (Trans ? std::size_t(kWarps) * kTileSmem : 0)  // per-warp transpose scratch
+                      + std::size_t(P) * kTile * K);             // right-hand sides of the block row
+}
+
+template <typename T, int K, int P, bool Trans>
+__global__ void __launch_bounds__(kThreads, 1)
+    trsm_kernel(int n, int nrhs, const T* __restrict__ L, long long lda, const T* __restrict__ inv, T* X,
+                long long ldx, bool unit, int chunk_tiles, int* counters, DeviceStatus* status, int* chunks_done,
+                T* partial) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* const diag = reinterpret_cast<T*>(smem_raw);
+  T* const stage = diag + P * (P + 1) / 2 * kTileSmem;
+  T* const scratch = stage + kWarps * 2 * kTile * K;
+  T* const r = scratch + (Trans ? kWarps * kTileSmem : 0);
+  __shared__ int row_s, chunk_s, chunks_s;
+  __shared__ int failed_s;
+
+  const int lane = threadIdx.x % kTile, warp = threadIdx.x / kTile;
+  const int ntiles = (n + kTile - 1) / kTile;
+  const int nbr = (ntiles + P - 1) / P;
+  T* const xs = stage + warp * 2 * kTile * K;
+  T* const sc = scratch + warp * kTileSmem;
+
+  int scan_row = 0, scan_first = 0;  // thread 0: first task of block row scan_row (tickets only grow)
+  for (;;) {
+    if (threadIdx.x == 0) {
+      const int ticket = take_ticket(&counters[kTicket]);
+      while (scan_row < nbr && ticket >= scan_first + row_chunks<P, Trans>(scan_row, ntiles, nbr, chunk_tiles))
+        scan_first += row_chunks<P, Trans>(scan_row++, ntiles, nbr, chunk_tiles);
+      row_s = scan_row;
+      chunk_s = ticket - scan_first;
+      chunks_s = scan_row < nbr ? row_chunks<P, Trans>(scan_row, ntiles, nbr, chunk_tiles) : 0;
+      failed_s = 0;
+    }
+    __syncthreads();
+    const int t = row_s, chunk = chunk_s, chunks = chunks_s;
+    if (t >= nbr) break;
+    // The last chunk of a block row owns it: it holds the columns nearest the diagonal (the critical
+    // path), adds the other chunks' partial sums, solves the diagonal block and publishes the row.
+    const bool owner = chunk == chunks - 1;
+    const int brow = Trans ? nbr - 1 - t : t;
+    const int tile0 = brow * P;
+    const int tiles = min(P, ntiles - tile0);
+    const int row0 = tile0 * kTile;
+    const int last_valid = n - (tile0 + tiles - 1) * kTile;
+
+    // 1. Cache the diagonal block (of L, or of its inverse): tile (q, p), q >= p, at q (q + 1) / 2 + p.
+    for (int idx = warp; owner && idx < P * (P + 1) / 2; idx += kWarps) {
+      int q = 0;
+      while ((q + 1) * (q + 2) / 2 <= idx) ++q;
+      const int p = idx - q * (q + 1) / 2;
+      if (q >= tiles) continue;
+      T row[kTile];
+      if (inv != nullptr)
+        warp_load_tile(inverse_tile(inv, tile0 + q, tile0 + p), kInvBlock, kTile, kTile, row);
+      else
+        warp_load_tile(L + (row0 + q * kTile) + (row0 + p * kTile) * lda, lda, min(kTile, n - row0 - q * kTile),
+                       min(kTile, n - row0 - p * kTile), row);
+      warp_store_tile(row, diag + idx * kTileSmem, Trans);
+    }
+    // Right-hand sides of the block row (only this block writes these rows).
+    for (int e = threadIdx.x; owner && e < P * kTile * K; e += kThreads) {
+      const int k = e / (P * kTile), rr = e % (P * kTile), gr = row0 + rr;
+      r[rr * K + k] = (gr < n && k < nrhs) ? __ldcg(X + gr + k * ldx) : T(0);
+    }
+
+    // 2. The bulk of this chunk: warp w takes tile row w % P and every (kWarps / P)-th tile column.
+    T acc[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) acc[k] = T(0);
+    const int tr = tile0 + warp % P;
+    if (tr < ntiles) {
+      const int ncols = owner ? (Trans ? ntiles - tile0 - tiles : tile0) : (chunk + 1) * chunk_tiles;
+      const int stride = kWarps / P;
+      const int rows_tr = min(kTile, n - tr * kTile);
+      auto load = [&](int m, T(&row)[kTile]) {
+        if (Trans) {
+          const int tc = ntiles - 1 - m;
+          warp_load_tile(L + tc * kTile + tr * kTile * lda, lda, min(kTile, n - tc * kTile), rows_tr, row);
+        } else {
+          warp_load_tile(L + tr * kTile + m * kTile * lda, lda, rows_tr, kTile, row);
+        }
+      };
+      auto column = [&](int m) { return Trans ? ntiles - 1 - m : m; };
+      // x of tile column tc is final once its block row is published (progress counts block rows).
+      auto needed = [&](int tc) { return Trans ? nbr - tc / P : tc / P + 1; };
+      // Stages the x rows of tile column tc into one of the warp's two x slots in shared memory.
+      auto stage_x = [&](int tc, T* slot) {
+        const int xr = tc * kTile + lane;
+#pragma unroll
+        for (int k = 0; k < K; ++k) slot[lane * K + k] = (xr < n && k < nrhs) ? __ldcg(X + xr + k * ldx) : T(0);
+      };
+      // The owner of a split row folds the other chunks' partial sums of its tile row into acc while it
+      // has slack (before its first wait on the progress counter, or after its last tile): warps w < P.
+      T* const row_partial = partial + std::size_t(t) * P * kTile * K;
+      bool fetched = !(owner && chunks > 1 && warp < P);
+      auto fetch_partials = [&]() {
+        int ok = 1;
+        if (lane == 0) {
+          int seen = acquire_load(&chunks_done[t]);
+          for (int poll = 0; poll < kQuickPolls && seen < chunks - 1; ++poll) seen = acquire_load(&chunks_done[t]);
+          if (seen < chunks - 1 && !wait_at_least(&chunks_done[t], chunks - 1, status, t)) ok = 0;
+        }
+        if (!__shfl_sync(0xffffffffu, ok, 0)) return false;
+        T* const mine = row_partial + (warp % P) * kTile * K + lane * K;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          acc[k] += __ldcg(mine + k);
+          mine[k] = T(0);
+        }
+        fetched = true;
+        return true;
+      };
+      int known = 0;
+      int m = chunk * chunk_tiles + warp / P;
+      T cur[kTile];
+      bool staged = false;  // x of the current tile already staged (issued during the previous tile)
+      if (m < ncols) load(m, cur);
+#pragma unroll 1
+      for (int j = 0; m < ncols; m += stride, ++j) {
+        T next[kTile];
+        const bool more = m + stride < ncols;
+        if (more) load(m + stride, next);
+        const int tc = column(m);
+        T* const slot = xs + (j & 1) * kTile * K;
+        if (!staged) {
+          if (known < needed(tc)) {
+            if (!fetched && !fetch_partials()) {
+              if (lane == 0) failed_s = 1;
+              break;
+            }
+            int seen = 0;
+            if (lane == 0) {
+              seen = acquire_load(&counters[kProgress]);
+              for (int poll = 0; poll < kQuickPolls && seen < needed(tc); ++poll) seen = acquire_load(&counters[kProgress]);
+              if (seen < needed(tc)) seen = wait_at_least(&counters[kProgress], needed(tc), status, t) ? needed(tc) : -1;
+            }
+            seen = __shfl_sync(0xffffffffu, seen, 0);
+            if (seen < 0) {
+              if (lane == 0) failed_s = 1;
+              break;
+            }
+            known = seen;
+          }
+          stage_x(tc, slot);
+        }
+        // Stage the next tile's x now if it is already final, so that its latency overlaps this one's.
+        staged = more && needed(column(m + stride)) <= known;
+        if (staged) stage_x(column(m + stride), xs + ((j + 1) & 1) * kTile * K);
+        __syncwarp();
+        if (Trans) {
+          warp_store_tile(cur, sc, true);
+          warp_read_tile(sc, cur);
+        }
+        warp_tile_matvec<T, K>(cur, slot, acc);
+        __syncwarp();
+#pragma unroll
+        for (int c = 0; c < kTile; ++c) cur[c] = next[c];
+      }
+      if (!fetched && !failed_s && !fetch_partials() && lane == 0) failed_s = 1;
+    }
+
+    // 3. Reduce the warps' partial sums. A non-owner chunk adds them into the row's global partial sums
+    //    and counts itself done (release); the owner (which folded the other chunks' sums in during the
+    //    bulk, clearing them for the next launch) subtracts them from the right-hand sides.
+#pragma unroll
+    for (int k = 0; k < K; ++k) xs[lane * K + k] = acc[k];
+    __syncthreads();
+    if (failed_s) break;
+    T* const row_partial = partial + std::size_t(t) * P * kTile * K;
+    if (!owner) {
+      for (int e = threadIdx.x; e < P * kTile * K; e += kThreads) {
+        const int q = e / (kTile * K), within = e % (kTile * K);
+        T sum = T(0);
+        for (int w = q; w < kWarps; w += P) sum += stage[w * 2 * kTile * K + within];
+        atomicAdd(row_partial + e, sum);
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) release_add(&chunks_done[t], 1);
+      continue;
+    }
+    for (int e = threadIdx.x; e < P * kTile * K; e += kThreads) {
+      const int q = e / (kTile * K), within = e % (kTile * K);
+      T sum = T(0);
+      for (int w = q; w < kWarps; w += P) sum += stage[w * 2 * kTile * K + within];
+      r[e] -= sum;
+    }
+    if (chunks > 1 && threadIdx.x == 0) device_atomic_int(chunks_done[t]).store(0, cuda::memory_order_relaxed);
+    __syncthreads();
+    if (inv != nullptr)
+      block_apply_inverse<T, K, P, kWarps>(diag, r, stage, Trans, tiles, X, ldx, row0, n, nrhs);
+    else
+      block_solve_diagonal<T, K, P>(diag, r, Trans, unit, tiles, last_valid, X, ldx, row0, n, nrhs, status);
+    if (threadIdx.x == 0) release_store(&counters[kProgress], t + 1);
+  }
+
+  // The last block out resets the counters for the next launch (every ticket has been taken by then).
+  if (threadIdx.x == 0) {
+    if (device_atomic_int(counters[kExits]).fetch_add(1, cuda::memory_order_acq_rel) == int(gridDim.x) - 1) {
+      device_atomic_int(counters[kTicket]).store(0, cuda::memory_order_relaxed);
+      device_atomic_int(counters[kProgress]).store(0, cuda::memory_order_relaxed);
+      device_atomic_int(counters[kExits]).store(0, cuda::memory_order_relaxed);
+    }
+  }
+}
+
+/// Step 1 of the inversion: one warp per 32 x 32 diagonal tile (all kInvTiles tiles of every 128-block,
+/// tiles past n becoming the identity): load, pad with the identity, invert (Higham), store column-major
+/// into the diagonal position of its 128-block.
+template <typename T>
+__global__ void __launch_bounds__(kTile) invert_tiles_kernel(int n, const T* __restrict__ L, long long lda, T* inv,
+                                                             bool unit, DeviceStatus* status) {
+  __shared__ T m[kTileSmem];
+  __shared__ T orig[kTileSmem];
+  const int lane = threadIdx.x, t = blockIdx.x;
+  const int valid = max(0, min(kTile, n - t * kTile));
+  T row[kTile];
+  warp_load_tile(L + std::size_t(min(t * kTile, n - 1)) * (lda + 1), lda, valid, valid, row);
+#pragma unroll
+  for (int c = 0; c < kTile; ++c)
+    if (lane >= valid || c >= valid) row[c] = (lane == c) ? T(1) : T(0);
+  warp_invert_tile(row, m, orig, unit, valid, status, t * kTile);
+  T* out = inverse_tile(inv, t, t);
+#pragma unroll
+  for (int c = 0; c < kTile; ++c) out[c * kInvBlock + lane] = m[lane * kTileLd + c];
+}
+
+/// Steps 2 and 3 of the inversion: combine inverted diagonal blocks of size s (32, then 64) into blocks of
+/// size 2 s inside each 128-block, by the same recursion one level up (Higham; Hogg 2013): with A^{-1} and
+/// C^{-1} known, the off-diagonal block of [A 0; B C]^{-1} is X = -C^{-1} (B A^{-1}). One thread block per
+/// pair (blockIdx.x: 128-block, blockIdx.y: pair). Dynamic shared memory: 3 s (s + 1) elements.
+template <typename T>
+__global__ void __launch_bounds__(kCombineThreads) combine_inverse_kernel(int n, const T* __restrict__ L, long long lda, T* inv,
+                                                              int s) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* const b = reinterpret_cast<T*>(smem_raw);  // B, then B A^{-1}
+  T* const a = b + s * (s + 1);                   // A^{-1}
+  T* const c = a + s * (s + 1);                   // C^{-1}
+  const int ld = s + 1;
+  const int local = blockIdx.y * 2 * s;                        // first row of A inside the 128-block
+  const long long base = (long long)blockIdx.x * kInvBlock + local;  // first row of A in L
+  T* const block = inv + std::size_t(blockIdx.x) * kInvBlock * kInvBlock;
+  for (int e = threadIdx.x; e < s * s; e += blockDim.x) {
+    const int i = e % s, j = e / s;
+    const long long row = base + s + i, col = base + j;
+    b[i * ld + j] = (row < n && col < n) ? L[row + col * lda] : T(0);
+    a[i * ld + j] = (i >= j) ? block[(local + i) + std::size_t(local + j) * kInvBlock] : T(0);
+    c[i * ld + j] = (i >= j) ? block[(local + s + i) + std::size_t(local + s + j) * kInvBlock] : T(0);
+  }
+  __syncthreads();
+  constexpr int kMaxPerThread = 64 * 64 / kCombineThreads;
+  T t[kMaxPerThread];
+#pragma unroll
+  for (int q = 0; q < kMaxPerThread; ++q) {
+    const int e = threadIdx.x + q * blockDim.x;
+    t[q] = T(0);
+    if (e < s * s) {
+      const int i = e % s, j = e / s;
+      for (int l = j; l < s; ++l) t[q] = fma(b[i * ld + l], a[l * ld + j], t[q]);
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int q = 0; q < kMaxPerThread; ++q) {
+    const int e = threadIdx.x + q * blockDim.x;
+    if (e < s * s) b[(e % s) * ld + e / s] = t[q];
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < s * s; e += blockDim.x) {
+    const int i = e % s, j = e / s;
+    T sum = T(0);
+    for (int l = 0; l <= i; ++l) sum = fma(c[i * ld + l], b[l * ld + j], sum);
+    block[(local + s + i) + std::size_t(local + j) * kInvBlock] = -sum;
+  }
+}
+
+template <typename T, int K, int P, bool Trans>
+void launch_trsm(int n, int nrhs, const T* L, int lda, const T* inv, T* X, int ldx, bool unit, int chunk_tiles,
+                 DenseTrsvWorkspace& ws, cudaStream_t stream) {
+  auto* kernel = &trsm_kernel<T, K, P, Trans>;
+  constexpr std::size_t smem = trsm_smem_bytes<T, K, P, Trans>();
+  // Once per instantiation: raise the dynamic shared-memory limit and read the occupancy.
+  static const int blocks_per_sm = [&] {
+    SPADE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    int blocks = 0;
+    SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, smem));
+    if (blocks < 1) throw ResourceError("dense_trsm: kernel does not fit on a multiprocessor");
+    return blocks;
+  }();
+  const int ntiles = (n + kTile - 1) / kTile;
+  const int nbr = (ntiles + P - 1) / P;
+  int tasks = 0;
+  for (int t = 0; t < nbr; ++t) tasks += row_chunks<P, Trans>(t, ntiles, nbr, chunk_tiles);
+  const int grid = std::min(tasks, blocks_per_sm * ws.multiprocessors());
+  // Per block row: a count of finished chunks and the chunks' partial sums (P * 32 * K values).
+  const std::size_t done_bytes = (std::size_t(ntiles + kInvTiles) * sizeof(int) + 255) / 256 * 256;
+  const std::size_t partial_bytes = std::size_t(ntiles + kInvTiles) * kTile * kMaxPanel * sizeof(T);
+  char* const aux = static_cast<char*>(ws.scratch(done_bytes + partial_bytes, stream));
+  int* counters = ws.device_counters();
+  auto* status = reinterpret_cast<DeviceStatus*>(counters + kCounterInts);
+  kernel<<<grid, kThreads, smem, stream>>>(n, nrhs, L, lda, inv, X, ldx, unit, chunk_tiles, counters, status,
+                                           reinterpret_cast<int*>(aux), reinterpret_cast<T*>(aux + done_bytes));
+  SPADE_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T, int K, int P>
+void dispatch_trans(bool trans, int n, int nrhs, const T* L, int lda, const T* inv, T* X, int ldx, bool unit,
+                    int chunk_tiles, DenseTrsvWorkspace& ws, cudaStream_t stream) {
+  if (trans)
+    launch_trsm<T, K, P, true>(n, nrhs, L, lda, inv, X, ldx, unit, chunk_tiles, ws, stream);
+  else
+    launch_trsm<T, K, P, false>(n, nrhs, L, lda, inv, X, ldx, unit, chunk_tiles, ws, stream);
+}
+
+template <typename T, int K>
+void dispatch_rows(int rows_per_block, bool trans, int n, int nrhs, const T* L, int lda, const T* inv, T* X,
+                   int ldx, bool unit, int chunk_tiles, DenseTrsvWorkspace& ws, cudaStream_t stream) {
+  switch (rows_per_block) {
+    case 32: dispatch_trans<T, K, 1>(trans, n, nrhs, L, lda, inv, X, ldx, unit, chunk_tiles, ws, stream); break;
+    case 64: dispatch_trans<T, K, 2>(trans, n, nrhs, L, lda, inv, X, ldx, unit, chunk_tiles, ws, stream); break;
+    default: dispatch_trans<T, K, 4>(trans, n, nrhs, L, lda, inv, X, ldx, unit, chunk_tiles, ws, stream); break;
+  }
+}
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw InvalidInput(message);
+}
+
+}  // namespace
+}  // namespace spade::kernels::dense
+
+namespace spade {
+
+using namespace spade::kernels::dense;
+
+DenseTrsvWorkspace::DenseTrsvWorkspace() {
+  int device = 0;
+  SPADE_CUDA_CHECK(cudaGetDevice(&device));
+  SPADE_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device));
+  SPADE_CUDA_CHECK(cudaMalloc(&counters_, (kCounterInts + 2) * sizeof(int)));
+  SPADE_CUDA_CHECK(cudaMemset(counters_, 0, (kCounterInts + 2) * sizeof(int)));
+}
+
+DenseTrsvWorkspace::~DenseTrsvWorkspace() {
+  cudaFree(scratch_);
+  cudaFree(counters_);
+}
+
+void* DenseTrsvWorkspace::scratch(std::size_t bytes, cudaStream_t stream) {
+  if (bytes > scratch_bytes_) {
+    SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    SPADE_CUDA_CHECK(cudaFree(scratch_));
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+    SPADE_CUDA_CHECK(cudaMalloc(&scratch_, bytes));
+    scratch_bytes_ = bytes;
+    SPADE_CUDA_CHECK(cudaMemsetAsync(scratch_, 0, bytes, stream));
+  }
+  return scratch_;
+}
+
+void DenseTrsvWorkspace::check(cudaStream_t stream) {
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  kernels::DeviceStatus status{};
+  SPADE_CUDA_CHECK(cudaMemcpy(&status, counters_ + kCounterInts, sizeof(status), cudaMemcpyDeviceToHost));
+  if (status.code == kernels::kStatusOk) return;
+  SPADE_CUDA_CHECK(cudaMemset(counters_, 0, (kCounterInts + 2) * sizeof(int)));
+  if (scratch_ != nullptr) SPADE_CUDA_CHECK(cudaMemset(scratch_, 0, scratch_bytes_));
+  if (status.code == kernels::kStatusZeroPivot)
+    throw NumericalError(NumericalError::Kind::singular, status.index,
+                         "dense triangular solve: zero diagonal element in row " + std::to_string(status.index));
+  throw NumericalError(NumericalError::Kind::no_progress, status.index,
+                       "dense triangular solve: a spin-wait timed out (block row ticket " +
+                           std::to_string(status.index) + "): a dependency never arrived");
+}
+
+std::size_t dense_trsv_inverse_size(int n) {
+  require(n >= 0, "dense_trsv_inverse_size: n = " + std::to_string(n) + " < 0");
+  return std::size_t((n + kInvBlock - 1) / kInvBlock) * kInvBlock * kInvBlock;
+}
+
+template <typename T>
+void dense_trsv_invert_diagonal(Diagonal diag, int n, const T* L, int lda, T* inv, DenseTrsvWorkspace& ws,
+                                cudaStream_t stream) {
+  require(n >= 0, "dense_trsv_invert_diagonal: n = " + std::to_string(n) + " < 0");
+  require(lda >= std::max(1, n), "dense_trsv_invert_diagonal: lda = " + std::to_string(lda) + " < max(1, n)");
+  if (n == 0) return;
+  require(L != nullptr, "dense_trsv_invert_diagonal: L is null");
+  require(inv != nullptr, "dense_trsv_invert_diagonal: inv is null");
+  auto* status = reinterpret_cast<kernels::DeviceStatus*>(ws.device_counters() + kCounterInts);
+  const int blocks = (n + kInvBlock - 1) / kInvBlock;
+  invert_tiles_kernel<T><<<blocks * kInvTiles, kTile, 0, stream>>>(n, L, lda, inv, diag == Diagonal::unit, status);
+  SPADE_CUDA_CHECK_LAUNCH();
+  static const bool configured = [] {
+    const int most = 3 * 64 * 65 * int(sizeof(T));
+    SPADE_CUDA_CHECK(cudaFuncSetAttribute(&combine_inverse_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+    return true;
+  }();
+  (void)configured;
+  for (int s = kTile; s < kInvBlock; s *= 2) {
+    const dim3 grid(blocks, kInvBlock / (2 * s));
+    combine_inverse_kernel<T><<<grid, kCombineThreads, 3 * s * (s + 1) * sizeof(T), stream>>>(n, L, lda, inv, s);
+    SPADE_CUDA_CHECK_LAUNCH();
+  }
+}
+
+template <typename T>
+void dense_trsm(Transpose trans, Diagonal diag, int n, int nrhs, const T* L, int lda, const T* inv, T* X, int ldx,
+                DenseTrsvWorkspace& ws, cudaStream_t stream, const DenseTrsvOptions& options) {
+  require(n >= 0, "dense_trsm: n = " + std::to_string(n) + " < 0");
+  require(nrhs >= 0, "dense_trsm: nrhs = " + std::to_string(nrhs) + " < 0");
+  require(lda >= std::max(1, n), "dense_trsm: lda = " + std::to_string(lda) + " < max(1, n)");
+  require(ldx >= std::max(1, n), "dense_trsm: ldx = " + std::to_string(ldx) + " < max(1, n)");
+  const int rows = options.rows_per_block;
+  require(rows == 0 || rows == 32 || rows == 64 || rows == 128,
+          "dense_trsm: options.rows_per_block = " + std::to_string(rows) + " is not 0, 32, 64 or 128");
+  const int chunk = options.chunk_columns;
+  require(chunk >= 0 && chunk % kInvBlock == 0,
+          "dense_trsm: options.chunk_columns = " + std::to_string(chunk) + " is not a non-negative multiple of 128");
+  const int chunk_tiles = chunk / kTile;
+  if (n == 0 || nrhs == 0) return;
+  require(L != nullptr, "dense_trsm: L is null");
+  require(X != nullptr, "dense_trsm: X is null");
+  const int rows_per_block = rows != 0 ? rows : (n <= 32 ? 32 : n <= 64 ? 64 : 128);
+  const bool t = trans == Transpose::yes, unit = diag == Diagonal::unit;
+  for (int first = 0; first < nrhs; first += kMaxPanel) {
+    const int panel = std::min(kMaxPanel, nrhs - first);
+    T* Xp = X + std::size_t(first) * ldx;
+    if (panel == 1)
+      dispatch_rows<T, 1>(rows_per_block, t, n, panel, L, lda, inv, Xp, ldx, unit, chunk_tiles, ws, stream);
+    else if (panel <= 4)
+      dispatch_rows<T, 4>(rows_per_block, t, n, panel, L, lda, inv, Xp, ldx, unit, chunk_tiles, ws, stream);
+    else
+      dispatch_rows<T, 8>(rows_per_block, t, n, panel, L, lda, inv, Xp, ldx, unit, chunk_tiles, ws, stream);
+  }
+}
+
+template <typename T>
+void dense_trsv(Transpose trans, Diagonal diag, int n, const T* L, int lda, const T* inv, T* x,
+                DenseTrsvWorkspace& ws, cudaStream_t stream, const DenseTrsvOptions& options) {
+  dense_trsm<T>(trans, diag, n, 1, L, lda, inv, x, std::max(1, n), ws, stream, options);
+}
+
+#define SPADE_DENSE_TRSV_INSTANTIATE(T)                                                                          \
+  template void dense_trsv_invert_diagonal<T>(Diagonal, int, const T*, int, T*, DenseTrsvWorkspace&,            \
+                                              cudaStream_t);                                                    \
+  template void dense_trsm<T>(Transpose, Diagonal, int, int, const T*, int, const T*, T*, int,                  \
+                              DenseTrsvWorkspace&, cudaStream_t, const DenseTrsvOptions&);                      \
+  template void dense_trsv<T>(Transpose, Diagonal, int, const T*, int, const T*, T*, DenseTrsvWorkspace&,       \
+                              cudaStream_t, const DenseTrsvOptions&);
+SPADE_DENSE_TRSV_INSTANTIATE(double)
+SPADE_DENSE_TRSV_INSTANTIATE(float)
+#undef SPADE_DENSE_TRSV_INSTANTIATE
+
+}  // namespace spade
