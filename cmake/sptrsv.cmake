@@ -1,1 +1,20 @@
-# Sparse triangular-solve kernels (issue 4): filled in by that component.
+# Sparse triangular-solve kernels on the GPU (issue 4): the plan in solve/, the kernel families in kernels/.
+add_library(spade_sptrsv STATIC
+  solve/sptrsv.cu
+  kernels/sptrsv_analysis.cu
+  kernels/sptrsv_level.cu
+  kernels/sptrsv_selfsched.cu
+  kernels/sptrsv_fused.cu
+)
+target_include_directories(spade_sptrsv PUBLIC ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR})
+target_link_libraries(spade_sptrsv PUBLIC CUDA::cudart)
+target_compile_options(spade_sptrsv PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
+
+add_executable(test_sptrsv tests/test_sptrsv.cu)
+target_link_libraries(test_sptrsv PRIVATE spade_sptrsv spade_host GTest::gtest_main)
+target_compile_definitions(test_sptrsv PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
+gtest_discover_tests(test_sptrsv DISCOVERY_MODE PRE_TEST)
+
+add_executable(bench_sptrsv drivers/bench_sptrsv.cu)
+target_link_libraries(bench_sptrsv PRIVATE spade_sptrsv spade_host CUDA::cusparse)
+target_compile_definitions(bench_sptrsv PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")

@@ -78,7 +78,7 @@ struct Control {
   int zero_row;
   int m;
   int max_level;
-  int max_width;
+  int assigned;
   int max_count;
   int nitems;
   int tickets[2];
@@ -101,8 +101,8 @@ bool needs_levels(SptrsvAlgorithm a) {
          a == SptrsvAlgorithm::slfc;
 }
 
-/// auto: at most this many levels are solved level by level (measured on the H100: two levels of c-62 in
-/// 28 us against 75 us for cuSPARSE, twenty levels of basker_matrix1 in 70 us against 38 us).
+/// auto: at most this many levels are solved level by level (measured: two levels of c-62 in 28 us
+/// against 75 us for cuSPARSE SpSV, twenty levels of basker_matrix1 in 79 us against 39 us).
 constexpr int kAutoMaxLevelLaunches = 4;
 
 const char* inspect_message(int code) {
@@ -191,7 +191,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   // both run on CSR.
   const bool want_csr = automatic || needs_csr(algorithm);
   const bool transposed = want_csr != csr;
-  const bool levels_needed = automatic || needs_levels(algorithm);
+  const bool levels_needed = needs_levels(algorithm);
   const bool leveled = automatic ? true : needs_levels(algorithm);
   const bool chunked = automatic || algorithm == SptrsvAlgorithm::thread || algorithm == SptrsvAlgorithm::fused;
   const bool flagged = algorithm == SptrsvAlgorithm::slfr || algorithm == SptrsvAlgorithm::slfc ||
@@ -209,7 +209,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   const auto o_diag = layout.add<T>(n), o_diag_src = layout.add<std::int32_t>(n);
   const auto o_ptr = layout.add<std::int32_t>(n1), o_ind = layout.add<index_t>(nnz), o_val = layout.add<T>(nnz),
              o_src = layout.add<std::int32_t>(nnz);
-  const auto o_level = layout.add<int>(levels_needed ? n : 0), o_work = layout.add<int>(n),
+  const auto o_level = layout.add<int>(levels_needed || automatic ? n : 0), o_work = layout.add<int>(n),
              o_work2 = layout.add<int>(n);
   const auto o_lev_order = layout.add<std::int32_t>(leveled ? n : 0), o_lev_keys = layout.add<int>(leveled ? n : 0);
   const std::size_t tn = transposed ? nnz : 0;
@@ -247,7 +247,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   const ks::InputTriangle<T> in{n, input_nnz, a.ptr, a.ind, a.values, csr, !reversed, unit};
   ks::inspect_triangle(in, count, diag, diag_src, &control->bad, &control->zero_row, stream);
   ks::exclusive_scan(n, count, a_ptr, temp, temp_bytes, stream);
-  ks::scatter_same_orientation(in, a_ptr, a_ind, a_val, a_src, stream);
+  ks::scatter_same_orientation(in, a_ptr, diag_src, a_ind, a_val, a_src, stream);
   SPADE_CUDA_CHECK(cudaMemcpyAsync(&control->m, a_ptr + n, sizeof(int), cudaMemcpyDeviceToDevice, stream));
   // In-degrees (off-diagonal entries per row): the counts of a CSR input, a histogram of a CSC one (over
   // the m entries kept, m read on the device).
@@ -283,20 +283,6 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
       SPADE_CUDA_CHECK(cudaMemsetAsync(work2, 0, sizeof(int) * n, stream));
       ks::levels_csc(n, a_ptr, a_ind, indeg, level, work2, &control->max_level, schedule(), stream);
     }
-    // Rows per level: a histogram of the levels.
-    SPADE_CUDA_CHECK(cudaMemsetAsync(work2, 0, sizeof(int) * n, stream));
-    ks::histogram(n, level, work2, stream);
-    ks::count_max(n, work2, &control->max_width, stream);
-    if (automatic) {
-      c = read_control(stream);
-      if (c.status.code != kernels::kStatusOk)
-        throw NumericalError(NumericalError::Kind::no_progress, c.status.index,
-                             "sparse triangular solve: the level analysis stopped waiting at unknown " +
-                                 std::to_string(c.status.index));
-      // A handful of levels: a launch per level costs less than any waiting. Otherwise the fused kernel,
-      // which already picks thread- or warp-level work per 32-row chunk from the nonzeros per row.
-      algorithm = c.max_level <= kAutoMaxLevelLaunches ? SptrsvAlgorithm::levr : SptrsvAlgorithm::fused;
-    }
   }
 
   // The layout the algorithm runs on.
@@ -314,6 +300,16 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     ind = a_ind;
     val = a_val;
     src = a_src;
+  }
+  if (automatic) {
+    // A handful of levels: a launch per level costs less than any waiting, so count up to that many
+    // levels the cheap way (a pass per level, no waiting) and take levr if they cover every row. Otherwise
+    // the fused kernel, which already picks thread- or warp-level work per chunk from the nonzeros per row.
+    SPADE_CUDA_CHECK(cudaMemsetAsync(level, 0xff, sizeof(int) * n, stream));
+    ks::level_rounds(n, ptr, ind, kAutoMaxLevelLaunches, level, &control->assigned, &control->max_level, stream);
+    c = read_control(stream);
+    check_input(c);
+    algorithm = c.assigned == n ? SptrsvAlgorithm::levr : SptrsvAlgorithm::fused;
   }
   if (needs_levels(algorithm)) {
     jlev = common.at<std::int32_t>(o_jlev);
@@ -358,17 +354,16 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   stats.off_diagonal_nnz = m;
   stats.nnz_per_row = n > 0 ? double(m) / n : 0;
   stats.max_nnz_per_row = c.max_count;
-  if (levels_needed) {
-    stats.levels = c.max_level;
-    stats.rows_per_level = c.max_level > 0 ? double(n) / c.max_level : 0;
-    stats.max_rows_per_level = c.max_width;
-  }
   max_degree = std::max(1, stats.max_nnz_per_row);
   if (needs_levels(algorithm)) {
+    stats.levels = c.max_level;
+    stats.rows_per_level = c.max_level > 0 ? double(n) / c.max_level : 0;
     level_ptr_host.resize(std::size_t(stats.levels) + 1);
     SPADE_CUDA_CHECK(cudaMemcpyAsync(level_ptr_host.data(), common.at<std::int32_t>(o_level_ptr),
                                      sizeof(std::int32_t) * level_ptr_host.size(), cudaMemcpyDeviceToHost, stream));
     SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (int l = 0; l < stats.levels; ++l)
+      stats.max_rows_per_level = std::max(stats.max_rows_per_level, level_ptr_host[l + 1] - level_ptr_host[l]);
   }
 }
 

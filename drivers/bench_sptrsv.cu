@@ -1,0 +1,434 @@
+// Benchmark of the sparse triangular solve (include/spade/sptrsv.hpp) against cuSPARSE SpSV / SpSM and the
+// bandwidth floor, printing markdown tables (docs/benchmarks/sptrsv.md).
+//
+// usage: bench_sptrsv [name-filter ...]   (only matrices whose name contains one of the filters)
+//
+// Each matrix gives L = strictly lower part of its pattern plus a stored unit diagonal, CSR, non-unit
+// solve type (the diagonal is read, as cuSPARSE reads it); off-diagonal values are random in [-1, 1] scaled
+// by 0.9 / max(entries in the row, entries in the column), so L is diagonally dominant. Solve times are
+// medians of CUDA-event timings after warm-up; analysis times are host wall clock around the whole
+// analysis including its allocations and the final synchronization, for cuSPARSE (bufferSize + buffer
+// allocation + analysis) and for spade (plan construction) alike. The floor is the bytes of L (values,
+// indices, row pointers) and of b and x once, over the measured device-to-device copy bandwidth.
+#include <cusparse.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda_check.hpp"
+#include "spade/error.hpp"
+#include "spade/generators.hpp"
+#include "spade/matrix_market.hpp"
+#include "spade/sptrsv.hpp"
+#include "tests/test_matrices.hpp"
+
+namespace {
+
+using spade::index_t;
+using spade::offset_t;
+using spade::SptrsvAlgorithm;
+
+#define CUSPARSE_CHECK(call)                                                                   \
+  do {                                                                                         \
+    const cusparseStatus_t status_ = (call);                                                   \
+    if (status_ != CUSPARSE_STATUS_SUCCESS)                                                    \
+      throw spade::ResourceError(std::string(#call) + ": " + cusparseGetErrorString(status_)); \
+  } while (0)
+
+const std::vector<SptrsvAlgorithm> kAlgorithms = {SptrsvAlgorithm::levr,   SptrsvAlgorithm::levc,
+                                                  SptrsvAlgorithm::slfr,   SptrsvAlgorithm::slfc,
+                                                  SptrsvAlgorithm::syncfree, SptrsvAlgorithm::thread,
+                                                  SptrsvAlgorithm::fused};
+
+template <typename U>
+struct DeviceVector {
+  U* p = nullptr;
+  std::size_t count = 0;
+  explicit DeviceVector(std::size_t c) : count(c) { SPADE_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(c, 1) * sizeof(U))); }
+  explicit DeviceVector(const std::vector<U>& h) : DeviceVector(h.size()) {
+    SPADE_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(U), cudaMemcpyHostToDevice));
+  }
+  ~DeviceVector() { cudaFree(p); }
+  DeviceVector(const DeviceVector&) = delete;
+  DeviceVector& operator=(const DeviceVector&) = delete;
+  std::vector<U> download() const {
+    std::vector<U> h(count);
+    SPADE_CUDA_CHECK(cudaMemcpy(h.data(), p, count * sizeof(U), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+/// CSR of L (strictly lower pattern of a, unit diagonal stored last in each row).
+struct HostCsr {
+  index_t n = 0;
+  std::vector<std::int32_t> ptr;
+  std::vector<index_t> col;
+  std::vector<double> val;
+};
+
+HostCsr lower_with_unit_diagonal(const spade::SparseMatrix& a) {
+  const index_t n = a.cols();
+  std::vector<index_t> row_count(n, 0), col_count(n, 0);
+  for (index_t j = 0; j < n; ++j)
+    for (offset_t k = a.col_ptr()[j]; k < a.col_ptr()[j + 1]; ++k)
+      if (a.row_ind()[k] > j) ++row_count[a.row_ind()[k]], ++col_count[j];
+  HostCsr L;
+  L.n = n;
+  L.ptr.assign(std::size_t(n) + 1, 0);
+  for (index_t i = 0; i < n; ++i) L.ptr[i + 1] = L.ptr[i] + row_count[i] + 1;
+  L.col.resize(L.ptr[n]);
+  L.val.resize(L.ptr[n]);
+  std::vector<std::int32_t> next(L.ptr.begin(), L.ptr.end() - 1);
+  std::mt19937_64 rng(2024);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  // Columns in increasing order: each row receives its entries sorted.
+  for (index_t j = 0; j < n; ++j)
+    for (offset_t k = a.col_ptr()[j]; k < a.col_ptr()[j + 1]; ++k) {
+      const index_t i = a.row_ind()[k];
+      if (i <= j) continue;
+      L.col[next[i]] = j;
+      L.val[next[i]++] = dist(rng) * 0.9 / std::max(row_count[i], col_count[j]);
+    }
+  for (index_t i = 0; i < n; ++i) L.col[next[i]] = i, L.val[next[i]] = 1.0;
+  return L;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+/// Median event time (ms) of `run` after two warm-up runs; repetitions sized to about 0.1 s (3 to 100).
+double time_solve(const std::function<void()>& run) {
+  cudaEvent_t start, stop;
+  SPADE_CUDA_CHECK(cudaEventCreate(&start));
+  SPADE_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> times;
+  auto once = [&] {
+    SPADE_CUDA_CHECK(cudaEventRecord(start));
+    run();
+    SPADE_CUDA_CHECK(cudaEventRecord(stop));
+    SPADE_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    return double(ms);
+  };
+  const double first = once();
+  once();
+  const int reps = std::clamp(int(100.0 / std::max(first, 1e-3)), 3, 100);
+  for (int r = 0; r < reps; ++r) times.push_back(once());
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return median(times);
+}
+
+/// Median host wall-clock time (ms) of `run` (which must synchronize), over `reps` runs.
+double time_host(const std::function<void()>& run, int reps = 3) {
+  std::vector<double> times;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return median(times);
+}
+
+double copy_bandwidth() {
+  const std::size_t bytes = std::size_t(1) << 30;
+  DeviceVector<char> a(bytes), b(bytes);
+  SPADE_CUDA_CHECK(cudaMemset(a.p, 1, bytes));
+  const double ms = time_solve([&] { SPADE_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice)); });
+  return 2.0 * bytes / (ms * 1e-3);  // bytes read + written per second
+}
+
+double relative_error(const std::vector<double>& x, const std::vector<double>& ref) {
+  double err = 0, scale = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i])) return NAN;
+    err = std::max(err, std::abs(x[i] - ref[i]));
+    scale = std::max(scale, std::abs(ref[i]));
+  }
+  return err / std::max(scale, 1e-300);
+}
+
+struct Result {
+  double analysis = NAN, solve = NAN, solve8 = NAN;
+  bool ok = true;
+};
+
+struct Row {
+  std::string name;
+  spade::SptrsvStats stats;
+  std::int64_t nnz = 0;
+  double floor = 0, floor8 = 0;
+  Result cusparse;
+  std::vector<Result> ours;  // kAlgorithms order
+  Result automatic;
+  SptrsvAlgorithm auto_choice = SptrsvAlgorithm::automatic;
+};
+
+struct CusparseRun {
+  cusparseHandle_t handle = nullptr;
+  CusparseRun() { CUSPARSE_CHECK(cusparseCreate(&handle)); }
+  ~CusparseRun() { cusparseDestroy(handle); }
+};
+
+Row run_matrix(const std::string& name, const HostCsr& L, double bandwidth, cusparseHandle_t handle) {
+  const index_t n = L.n;
+  const int nrhs = 8;
+  Row row;
+  row.name = name;
+  row.nnz = L.ptr[n];
+  const double matrix_bytes = double(row.nnz) * (8 + 4) + double(n + 1) * 4;
+  row.floor = (matrix_bytes + 2.0 * 8 * n) / bandwidth * 1e3;
+  row.floor8 = (matrix_bytes + 2.0 * 8 * n * nrhs) / bandwidth * 1e3;
+
+  DeviceVector<std::int32_t> ptr(L.ptr);
+  DeviceVector<index_t> col(L.col);
+  DeviceVector<double> val(L.val);
+  std::vector<double> b_host(std::size_t(n) * nrhs);
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  for (double& v : b_host) v = dist(rng);
+  DeviceVector<double> b(b_host), x(std::size_t(n) * nrhs), x_ref(std::size_t(n) * nrhs);
+
+  // cuSPARSE SpSV and SpSM.
+  cusparseSpMatDescr_t A;
+  CUSPARSE_CHECK(cusparseCreateCsr(&A, n, n, row.nnz, ptr.p, col.p, val.p, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+                                   CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F));
+  cusparseFillMode_t fill = CUSPARSE_FILL_MODE_LOWER;
+  cusparseDiagType_t diag = CUSPARSE_DIAG_TYPE_NON_UNIT;
+  CUSPARSE_CHECK(cusparseSpMatSetAttribute(A, CUSPARSE_SPMAT_FILL_MODE, &fill, sizeof(fill)));
+  CUSPARSE_CHECK(cusparseSpMatSetAttribute(A, CUSPARSE_SPMAT_DIAG_TYPE, &diag, sizeof(diag)));
+  cusparseDnVecDescr_t vb, vx;
+  CUSPARSE_CHECK(cusparseCreateDnVec(&vb, n, b.p, CUDA_R_64F));
+  CUSPARSE_CHECK(cusparseCreateDnVec(&vx, n, x_ref.p, CUDA_R_64F));
+  const double alpha = 1.0;
+  const auto op = CUSPARSE_OPERATION_NON_TRANSPOSE;
+  // Descriptors and buffers of every timed analysis are kept and destroyed after the timing.
+  std::vector<cusparseSpSVDescr_t> sv_descrs;
+  std::vector<void*> sv_buffers;
+  auto sv_analysis = [&] {
+    cusparseSpSVDescr_t d;
+    CUSPARSE_CHECK(cusparseSpSV_createDescr(&d));
+    sv_descrs.push_back(d);
+    std::size_t bytes = 0;
+    CUSPARSE_CHECK(cusparseSpSV_bufferSize(handle, op, &alpha, A, vb, vx, CUDA_R_64F, CUSPARSE_SPSV_ALG_DEFAULT, d, &bytes));
+    void* buffer = nullptr;
+    SPADE_CUDA_CHECK(cudaMalloc(&buffer, std::max<std::size_t>(bytes, 1)));
+    sv_buffers.push_back(buffer);
+    CUSPARSE_CHECK(cusparseSpSV_analysis(handle, op, &alpha, A, vb, vx, CUDA_R_64F, CUSPARSE_SPSV_ALG_DEFAULT, d, buffer));
+    SPADE_CUDA_CHECK(cudaDeviceSynchronize());
+  };
+  row.cusparse.analysis = time_host(sv_analysis);
+  cusparseSpSVDescr_t sv = sv_descrs.back();
+  row.cusparse.solve = time_solve([&] {
+    CUSPARSE_CHECK(cusparseSpSV_solve(handle, op, &alpha, A, vb, vx, CUDA_R_64F, CUSPARSE_SPSV_ALG_DEFAULT, sv));
+  });
+  const std::vector<double> ref1 = x_ref.download();
+  for (cusparseSpSVDescr_t d : sv_descrs) cusparseSpSV_destroyDescr(d);
+  for (void* buffer : sv_buffers) cudaFree(buffer);
+
+  cusparseDnMatDescr_t mb, mx;
+  CUSPARSE_CHECK(cusparseCreateDnMat(&mb, n, nrhs, n, b.p, CUDA_R_64F, CUSPARSE_ORDER_COL));
+  CUSPARSE_CHECK(cusparseCreateDnMat(&mx, n, nrhs, n, x_ref.p, CUDA_R_64F, CUSPARSE_ORDER_COL));
+  cusparseSpSMDescr_t sm;
+  CUSPARSE_CHECK(cusparseSpSM_createDescr(&sm));
+  std::size_t sm_bytes = 0;
+  CUSPARSE_CHECK(cusparseSpSM_bufferSize(handle, op, op, &alpha, A, mb, mx, CUDA_R_64F, CUSPARSE_SPSM_ALG_DEFAULT, sm,
+                                         &sm_bytes));
+  DeviceVector<char> sm_buffer(sm_bytes);
+  CUSPARSE_CHECK(cusparseSpSM_analysis(handle, op, op, &alpha, A, mb, mx, CUDA_R_64F, CUSPARSE_SPSM_ALG_DEFAULT, sm,
+                                       sm_buffer.p));
+  row.cusparse.solve8 = time_solve([&] {
+    CUSPARSE_CHECK(cusparseSpSM_solve(handle, op, op, &alpha, A, mb, mx, CUDA_R_64F, CUSPARSE_SPSM_ALG_DEFAULT, sm));
+  });
+  const std::vector<double> ref8 = x_ref.download();
+  cusparseSpSM_destroyDescr(sm);
+  cusparseDestroyDnMat(mb);
+  cusparseDestroyDnMat(mx);
+  cusparseDestroyDnVec(vb);
+  cusparseDestroyDnVec(vx);
+  cusparseDestroySpMat(A);
+
+  const spade::DeviceTriangle<double> view{n, L.ptr[n], ptr.p, col.p, val.p, spade::SparseFormat::csr,
+                                           spade::TriangleKind::lower, spade::DiagonalKind::non_unit};
+  auto measure = [&](SptrsvAlgorithm a, Result& r) {
+    spade::SptrsvOptions options;
+    options.algorithm = a;
+    std::vector<std::unique_ptr<spade::SptrsvPlan<double>>> plans;  // destroyed after the timing
+    r.analysis = time_host([&] { plans.push_back(std::make_unique<spade::SptrsvPlan<double>>(view, options)); });
+    spade::SptrsvPlan<double>& plan = *plans.back();
+    r.solve = time_solve([&] { plan.solve(b.p, x.p); });
+    plan.check();
+    const std::vector<double> x1 = x.download();
+    r.ok = relative_error(std::vector<double>(x1.begin(), x1.begin() + n), ref1) < 1e-10;
+    r.solve8 = time_solve([&] { plan.solve(b.p, n, x.p, n, nrhs); });
+    plan.check();
+    r.ok = r.ok && relative_error(x.download(), ref8) < 1e-10;
+    return std::make_pair(plan.stats(), plan.algorithm());
+  };
+  for (SptrsvAlgorithm a : kAlgorithms) {
+    row.ours.emplace_back();
+    const auto got = measure(a, row.ours.back());
+    if (a == SptrsvAlgorithm::levr) row.stats = got.first;  // the level sets' statistics
+  }
+  row.auto_choice = measure(SptrsvAlgorithm::automatic, row.automatic).second;
+  return row;
+}
+
+std::string fmt(double v, bool ok = true) {
+  char buf[32];
+  if (std::isnan(v)) return "-";
+  std::snprintf(buf, sizeof buf, v < 0.1 ? "%.4f" : (v < 10 ? "%.3f" : "%.1f"), v);
+  return ok ? buf : std::string(buf) + " (wrong)";
+}
+
+void print_tables(const std::vector<Row>& rows) {
+  std::printf("\n### One right-hand side: solve time (ms, median)\n\n");
+  std::printf("| matrix | n | nnz(L) | levels | rows/level | nnz/row | floor | cuSPARSE SpSV |");
+  for (SptrsvAlgorithm a : kAlgorithms) std::printf(" %s |", spade::to_string(a));
+  std::printf(" auto (choice) | best / cuSPARSE | auto / cuSPARSE |\n|---|");
+  for (std::size_t c = 0; c < 10 + kAlgorithms.size(); ++c) std::printf("---|");
+  std::printf("\n");
+  double log_best = 0, log_auto = 0;
+  int slower_best = 0, slower_auto = 0;
+  for (const Row& r : rows) {
+    std::printf("| %s | %d | %lld | %d | %.0f | %.2f | %s | %s |", r.name.c_str(), r.stats.n, (long long)r.nnz,
+                r.stats.levels, r.stats.rows_per_level, r.stats.nnz_per_row + 1, fmt(r.floor).c_str(),
+                fmt(r.cusparse.solve).c_str());
+    double best = INFINITY;
+    for (const Result& o : r.ours) {
+      std::printf(" %s |", fmt(o.solve, o.ok).c_str());
+      if (o.ok) best = std::min(best, o.solve);
+    }
+    const double sb = r.cusparse.solve / best, sa = r.cusparse.solve / r.automatic.solve;
+    log_best += std::log(sb);
+    log_auto += std::log(sa);
+    slower_best += sb < 1;
+    slower_auto += sa < 1;
+    std::printf(" %s (%s) | %.2fx | %.2fx |\n", fmt(r.automatic.solve, r.automatic.ok).c_str(),
+                spade::to_string(r.auto_choice), sb, sa);
+  }
+  const double count = std::max<std::size_t>(rows.size(), 1);
+  std::printf("\nGeometric-mean speedup over cuSPARSE SpSV: best %.2fx, auto %.2fx; slower than cuSPARSE: best on %d, "
+              "auto on %d of %zu matrices.\n",
+              std::exp(log_best / count), std::exp(log_auto / count), slower_best, slower_auto, rows.size());
+
+  std::printf("\n### Analysis time (ms, host wall clock, median of 3)\n\n| matrix | cuSPARSE SpSV |");
+  for (SptrsvAlgorithm a : kAlgorithms) std::printf(" %s |", spade::to_string(a));
+  std::printf(" auto |\n|---|---|");
+  for (std::size_t c = 0; c <= kAlgorithms.size(); ++c) std::printf("---|");
+  std::printf("\n");
+  int auto_slower = 0;
+  for (const Row& r : rows) {
+    std::printf("| %s | %s |", r.name.c_str(), fmt(r.cusparse.analysis).c_str());
+    for (const Result& o : r.ours) std::printf(" %s |", fmt(o.analysis).c_str());
+    std::printf(" %s |\n", fmt(r.automatic.analysis).c_str());
+    auto_slower += r.automatic.analysis > r.cusparse.analysis;
+  }
+  std::printf("\nauto's analysis slower than cuSPARSE's on %d of %zu matrices.\n", auto_slower, rows.size());
+
+  std::printf("\n### Eight right-hand sides: solve time (ms, median)\n\n| matrix | floor | cuSPARSE SpSM |");
+  for (SptrsvAlgorithm a : kAlgorithms) std::printf(" %s |", spade::to_string(a));
+  std::printf(" auto | best / SpSM | auto / SpSM |\n|---|---|---|");
+  for (std::size_t c = 0; c < kAlgorithms.size() + 3; ++c) std::printf("---|");
+  std::printf("\n");
+  double log8_best = 0, log8_auto = 0;
+  for (const Row& r : rows) {
+    std::printf("| %s | %s | %s |", r.name.c_str(), fmt(r.floor8).c_str(), fmt(r.cusparse.solve8).c_str());
+    double best = INFINITY;
+    for (const Result& o : r.ours) {
+      std::printf(" %s |", fmt(o.solve8, o.ok).c_str());
+      if (o.ok) best = std::min(best, o.solve8);
+    }
+    const double sb = r.cusparse.solve8 / best, sa = r.cusparse.solve8 / r.automatic.solve8;
+    log8_best += std::log(sb);
+    log8_auto += std::log(sa);
+    std::printf(" %s | %.2fx | %.2fx |\n", fmt(r.automatic.solve8, r.automatic.ok).c_str(), sb, sa);
+  }
+  std::printf("\nGeometric-mean speedup over cuSPARSE SpSM (8 right-hand sides): best %.2fx, auto %.2fx.\n",
+              std::exp(log8_best / count), std::exp(log8_auto / count));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::vector<std::string> filters(argv + 1, argv + argc);
+    auto wanted = [&](const std::string& name) {
+      if (filters.empty()) return true;
+      for (const std::string& f : filters)
+        if (name.find(f) != std::string::npos) return true;
+      return false;
+    };
+    cudaDeviceProp prop;
+    SPADE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    const double bandwidth = copy_bandwidth();
+    std::printf("Device: %s (%d SMs); measured copy bandwidth %.0f GB/s (read + write)\n", prop.name,
+                prop.multiProcessorCount, bandwidth / 1e9);
+    CusparseRun cusparse;
+    std::vector<Row> rows;
+    auto add = [&](const std::string& name, const std::function<spade::SparseMatrix()>& make) {
+      if (!wanted(name)) return;
+      std::fprintf(stderr, "%s ...\n", name.c_str());
+      const HostCsr L = lower_with_unit_diagonal(make());
+      rows.push_back(run_matrix(name, L, bandwidth, cusparse.handle));
+      const Row& r = rows.back();
+      std::fprintf(stderr, "  n %d, nnz %lld, levels %d, rows/level %.0f, nnz/row %.2f, floor %.4f/%.4f ms; cuSPARSE %.4f ms "
+                   "(analysis %.3f), SpSM %.4f ms; spade:", r.stats.n, (long long)r.nnz, r.stats.levels,
+                   r.stats.rows_per_level, r.stats.nnz_per_row + 1, r.floor, r.floor8, r.cusparse.solve,
+                   r.cusparse.analysis, r.cusparse.solve8);
+      for (std::size_t a = 0; a < kAlgorithms.size(); ++a)
+        std::fprintf(stderr, " %s %.4f/%.4f (analysis %.3f)%s", spade::to_string(kAlgorithms[a]), r.ours[a].solve,
+                     r.ours[a].solve8, r.ours[a].analysis, r.ours[a].ok ? "" : " WRONG");
+      std::fprintf(stderr, "; auto=%s %.4f/%.4f (analysis %.3f)\n", spade::to_string(r.auto_choice),
+                   r.automatic.solve, r.automatic.solve8, r.automatic.analysis);
+    };
+    const std::filesystem::path dir = spade::testing::matrix_dir();
+    std::vector<std::string> files;
+    if (std::filesystem::is_directory(dir))
+      for (const auto& e : std::filesystem::directory_iterator(dir))
+        if (e.path().string().find(".mtx") != std::string::npos) files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    spade::MatrixMarketOptions mm;
+    mm.pattern_values = spade::PatternValues::ones;
+    for (const std::string& file : files) {
+      const std::string name = std::filesystem::path(file).filename().string();
+      const std::string stem = name.substr(0, name.find(".mtx"));
+      if (!wanted(stem)) continue;
+      const spade::SparseMatrix a = spade::read_matrix_market(file, mm);
+      if (!a.is_square() || a.nnz() <= 50000) continue;
+      add(stem, [&] { return a; });
+    }
+    using spade::Stencil;
+    const std::vector<std::pair<index_t, index_t>> grids2 = {{1024, 1024}, {512, 2048}, {256, 4096}, {128, 8192}, {64, 16384}};
+    const std::vector<std::array<index_t, 3>> grids3 = {
+        {128, 128, 128}, {64, 128, 256}, {64, 64, 512}, {32, 64, 1024}, {32, 32, 2048}};
+    add("lap3d7_100x100x100", [] { return spade::laplacian_3d(100, 100, 100, Stencil::seven_point); });
+    for (Stencil s : {Stencil::seven_point, Stencil::twenty_seven_point})
+      for (auto g : grids3)
+        add("lap3d" + std::string(s == Stencil::seven_point ? "7" : "27") + "_" + std::to_string(g[0]) + "x" +
+                std::to_string(g[1]) + "x" + std::to_string(g[2]),
+            [=] { return spade::laplacian_3d(g[0], g[1], g[2], s); });
+    for (Stencil s : {Stencil::five_point, Stencil::nine_point})
+      for (const auto& g : grids2)
+        add("lap2d" + std::string(s == Stencil::five_point ? "5" : "9") + "_" + std::to_string(g.first) + "x" +
+                std::to_string(g.second),
+            [=] { return spade::laplacian_2d(g.first, g.second, s); });
+    print_tables(rows);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_sptrsv: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,154 @@
+// spade::SptrsvPlan: sparse triangular solve T x = b on the GPU, analysed once and solved many times.
+//
+// For users who solve with the same sparse triangle many times (ILU and Gauss-Seidel preconditioners, the
+// sparse parts of spade's own factors) and as the engine for the narrow supernodes at the bottom of the
+// elimination tree. The papers followed are summarised in ../shared/papers.md:
+//   - level scheduling LEVR / LEVC and self-scheduling SLFR / SLFC, warps mapped to unknowns in level order,
+//     level sets by a Kahn topological sort on the GPU: R. Li, "On parallel solution of sparse triangular
+//     linear systems in CUDA", 2017;
+//   - synchronization-free CSC with in-degree counters, left_sum and a scratchpad for updates inside a
+//     thread block: W. Liu, A. Li, J. Hogg, I. Duff, B. Vinter, Euro-Par 2016;
+//   - thread-level "writing-first" CSR and its fusion with warp-level rows in 32-row chunks chosen by
+//     nonzeros per row: F. Zhang, J. Su, W. Liu et al., "YuenyeungSpTRSV", IEEE TPDS 32(9), 2021.
+//
+// The matrix. A square n x n triangle in device memory, CSR or CSC, 0-based, 32-bit row/column pointers and
+// indices (so at most 2^31 - 1 entries), indices strictly increasing inside each row (CSR) or column (CSC). Lower (entries with
+// column <= row) or upper (column >= row); an entry on the wrong side is InvalidInput. The diagonal:
+//   - DiagonalKind::non_unit: the diagonal is read from the stored entries; a missing or zero diagonal entry
+//     is NumericalError (kind singular) naming the row;
+//   - DiagonalKind::unit: the diagonal is 1; stored diagonal entries, if any, are ignored (so a strictly
+//     triangular matrix with an implied unit diagonal and a matrix with a stored diagonal both work).
+// The plan copies what it needs into its own device arrays: the caller's arrays may be freed or changed
+// after the constructor returns (new values with the same pattern go in through update_values).
+//
+// Right-hand sides. b and x are dense column-major n x nrhs blocks in device memory with leading dimensions
+// ldb, ldx >= n. x may alias b exactly (an in-place solve); other overlaps are not allowed.
+//
+// Streams and errors. The constructor runs the analysis on `stream` and synchronizes it (it reads sizes
+// back to the host). solve() only enqueues work on `stream` and never synchronizes; a failure inside a
+// kernel (a bounded spin-wait that gave up) is recorded on the device and reported by check(), the one
+// synchronizing query, which throws NumericalError (kind no_progress) and restores the plan's scratch so
+// that later solves are valid again. A plan's scratch is shared by its solves: use one plan from one stream
+// at a time (or give each stream its own plan). Requires compute capability 7.0 or newer (independent
+// thread scheduling): every kernel hands out work through atomic tickets in dependency order, publishes
+// with release and reads with acquire ordering (cuda::atomic_ref), and spins for a bounded time only.
+//
+// Thrown: InvalidInput for bad arguments or a malformed matrix (naming the argument or the first bad row /
+// column), ResourceError for CUDA errors and sizes beyond 32-bit indices, NumericalError as above.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "spade/sparse_matrix.hpp"
+
+namespace spade {
+
+enum class SparseFormat { csr, csc };
+enum class TriangleKind { lower, upper };
+enum class DiagonalKind { non_unit, unit };
+
+/// The kernel families, each selectable by name (to_string / sptrsv_algorithm_from_string).
+enum class SptrsvAlgorithm {
+  automatic,  ///< "auto": levr when the triangle has at most 4 levels (counted by up to 4 rounds of Kahn's
+              ///< sort), else fused, whose chunks follow the nonzeros per row
+  levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017)
+  levc,       ///< "levc": level sets, one launch per level, a warp per column on CSC with atomic updates (Li 2017)
+  slfr,       ///< "slfr": self-scheduling, a warp per row in level order, waits on ready flags (Li 2017)
+  slfc,       ///< "slfc": self-scheduling, a warp per column in level order, in-degree counters (Li 2017)
+  syncfree,   ///< "syncfree": a warp per column in index order, in-degree counters, left_sum and a
+              ///< shared-memory scratchpad for updates inside the thread block (Liu et al. 2016)
+  thread,     ///< "thread": a thread per row on CSR, writing-first (YuenyeungSpTRSV 2021)
+  fused,      ///< "fused": 32-row chunks solved at thread level or a warp per row by nonzeros per row
+              ///< (YuenyeungSpTRSV 2021)
+};
+
+/// "auto", "levr", "levc", "slfr", "slfc", "syncfree", "thread", "fused".
+const char* to_string(SptrsvAlgorithm algorithm);
+/// Inverse of to_string; throws InvalidInput for an unknown name.
+SptrsvAlgorithm sptrsv_algorithm_from_string(const std::string& name);
+
+/// A triangular matrix in device memory (see the file comment for the contract). Not owned.
+template <typename T>
+struct DeviceTriangle {
+  index_t n = 0;                          ///< rows = columns
+  std::int32_t nnz = 0;                   ///< stored entries; must equal ptr[n]
+  const std::int32_t* ptr = nullptr;      ///< device, n + 1 row (CSR) or column (CSC) pointers, ptr[0] = 0
+  const index_t* ind = nullptr;           ///< device, ptr[n] column (CSR) or row (CSC) indices
+  const T* values = nullptr;              ///< device, ptr[n] values
+  SparseFormat format = SparseFormat::csr;
+  TriangleKind triangle = TriangleKind::lower;
+  DiagonalKind diagonal = DiagonalKind::non_unit;
+};
+
+struct SptrsvOptions {
+  SptrsvAlgorithm algorithm = SptrsvAlgorithm::automatic;
+  /// fused: a 32-row chunk whose mean number of off-diagonal entries per row exceeds this is solved with
+  /// a warp per row, otherwise with a thread per row (YuenyeungSpTRSV's threshold). Set from our H200
+  /// runs: 27-point grids (about 13 per row) ran 5x faster at thread level than at warp level, bcsstk16
+  /// (about 29 per row) 2x faster at warp level.
+  double fusion_threshold = 20.0;
+};
+
+/// Cheap statistics of the analysed triangle (off-diagonal entries only). levels, max_rows_per_level and
+/// rows_per_level are 0 when the chosen algorithm needed no level sets (auto counts levels only up to the
+/// few it solves level by level).
+struct SptrsvStats {
+  index_t n = 0;
+  std::int64_t off_diagonal_nnz = 0;
+  index_t max_nnz_per_row = 0;
+  double nnz_per_row = 0;  ///< off_diagonal_nnz / n
+  index_t levels = 0;      ///< length of the longest dependency chain (level sets of Kahn's sort)
+  index_t max_rows_per_level = 0;
+  double rows_per_level = 0;  ///< n / levels
+};
+
+/// The reusable analysis of one triangle for one algorithm: a move-only owner of device memory.
+template <typename T>
+class SptrsvPlan {
+ public:
+  /// Validates `a`, copies it into the layout the algorithm needs (upper triangles are solved as lower
+  /// ones in reversed numbering), and builds level sets, in-degree counts or row chunks as the algorithm
+  /// requires. One device allocation holds everything; the analysis synchronizes `stream` once for an
+  /// explicitly chosen algorithm that needs neither level sets nor the other format, up to four times
+  /// otherwise (validation before a kernel that waits or a transposition, auto's level count, the results,
+  /// the level pointers). Throws as described in the file comment.
+  SptrsvPlan(const DeviceTriangle<T>& a, const SptrsvOptions& options = {}, cudaStream_t stream = nullptr);
+  ~SptrsvPlan();
+  SptrsvPlan(SptrsvPlan&&) noexcept;
+  SptrsvPlan& operator=(SptrsvPlan&&) noexcept;
+  SptrsvPlan(const SptrsvPlan&) = delete;
+  SptrsvPlan& operator=(const SptrsvPlan&) = delete;
+
+  /// Enqueues x := T^{-1} b for nrhs columns (device pointers, column-major, ldb and ldx >= n). Throws
+  /// InvalidInput for null pointers, nrhs < 1 or a leading dimension < n; ResourceError for CUDA errors.
+  void solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, cudaStream_t stream = nullptr);
+  /// One right-hand side.
+  void solve(const T* b, T* x, cudaStream_t stream = nullptr) { solve(b, n(), x, n(), 1, stream); }
+
+  /// Synchronizes `stream` and throws NumericalError (kind no_progress, index = the unknown that waited)
+  /// if a solve enqueued since the last check gave up waiting; the plan is usable again afterwards.
+  void check(cudaStream_t stream = nullptr);
+
+  /// New values for the same pattern (device, same length and order as the constructor's `values`).
+  /// Synchronizes `stream`; throws NumericalError (singular, with the row) for a zero on a non-unit
+  /// diagonal.
+  void update_values(const T* values, cudaStream_t stream = nullptr);
+
+  index_t n() const;
+  SptrsvAlgorithm algorithm() const;  ///< never automatic: the algorithm auto chose
+  const SptrsvStats& stats() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+extern template class SptrsvPlan<double>;
+extern template class SptrsvPlan<float>;
+
+}  // namespace spade

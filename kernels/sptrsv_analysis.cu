@@ -1,0 +1,439 @@
+// Analysis kernels of the sparse triangular solve: validation, the internal lower form, transposition,
+// level sets by Kahn's topological sort (Li 2017), in-degree counts (Liu et al. 2016) and the row chunks of
+// the thread/warp fusion (YuenyeungSpTRSV 2021). Contracts in sptrsv_kernels.hpp.
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+
+#include <algorithm>
+
+#include "kernels/sptrsv_common.cuh"
+
+namespace spade::kernels::sptrsv {
+namespace {
+
+constexpr int kThreads = 256;
+
+// inspect and scatter run a warp per segment: a few long rows (arrow matrices such as c-62) would keep one
+// thread busy for the whole analysis.
+template <typename T>
+__global__ void inspect_kernel(InputTriangle<T> in, std::int32_t* count, T* diag, std::int32_t* diag_src,
+                               unsigned long long* bad, int* zero_row) {
+  const index_t o = (blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (o >= in.n) return;
+  const std::int32_t begin = in.ptr[o], end = in.ptr[o + 1];
+  const index_t internal = in.lower ? o : in.n - 1 - o;
+  int code = 0;
+  if (begin < 0 || end < begin || end > in.nnz || (o == in.n - 1 && end != in.nnz) || (o == 0 && begin != 0))
+    code = kBadPointer;
+  int off = 0, dpos = -1;
+  // Entries on the wrong side: for CSR lower the column must not exceed the row, and so on.
+  const bool inner_le_outer = (in.csr == in.lower);
+  for (std::int32_t k = begin + lane; code == 0 && k < end; k += kWarpSize) {
+    const index_t q = in.ind[k];
+    if (q < 0 || q >= in.n) code = kBadIndex;
+    else if (k > begin && q <= in.ind[k - 1]) code = kUnsorted;
+    else if (inner_le_outer ? q > o : q < o) code = kWrongTriangle;
+    else if (q == o) dpos = k;
+    else ++off;
+  }
+  code = __reduce_max_sync(kFullMask, code);
+  off = __reduce_add_sync(kFullMask, off);
+  dpos = __reduce_max_sync(kFullMask, dpos);
+  if (lane != 0) return;
+  if (code != 0) {
+    count[internal] = 0;  // scatter_kernel then copies nothing of it
+    atomicMin(bad, (static_cast<unsigned long long>(o) << 8) | static_cast<unsigned long long>(code));
+    return;
+  }
+  count[internal] = off;
+  diag_src[internal] = dpos;
+  const T d = in.unit ? T(1) : (dpos < 0 ? T(0) : in.val[dpos]);
+  diag[internal] = d;
+  if (d == T(0)) atomicMin(zero_row, o);
+}
+
+template <typename T>
+__global__ void scatter_kernel(InputTriangle<T> in, const std::int32_t* out_ptr, const std::int32_t* diag_src,
+                               index_t* out_ind, T* out_val, std::int32_t* src) {
+  const index_t o = (blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (o >= in.n) return;
+  const bool reversed = !in.lower;
+  const index_t internal = reversed ? in.n - 1 - o : o;
+  const std::int32_t base = out_ptr[internal], last = out_ptr[internal + 1] - 1;
+  if (last < base) return;  // nothing off the diagonal, or a malformed segment (reported by inspect_kernel)
+  const std::int32_t begin = in.ptr[o], dpos = diag_src[internal];
+  for (std::int32_t k = begin + lane; k < in.ptr[o + 1]; k += kWarpSize) {
+    if (k == dpos) continue;
+    const std::int32_t rank = k - begin - (dpos >= 0 && k > dpos ? 1 : 0);
+    // Reversed numbering turns increasing indices into decreasing ones: fill the segment from its end.
+    const std::int32_t pos = reversed ? last - rank : base + rank;
+    const index_t q = in.ind[k];
+    out_ind[pos] = reversed ? in.n - 1 - q : q;
+    out_val[pos] = in.val[k];
+    src[pos] = k;
+  }
+}
+
+__global__ void histogram_kernel(std::int32_t nnz, const index_t* ind, std::int32_t* count, const int* limit) {
+  const std::int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < nnz && (limit == nullptr || k < *limit)) atomicAdd(&count[ind[k]], 1);
+}
+
+__global__ void count_max_kernel(index_t n, const std::int32_t* count, int* max_count) {
+  const index_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) atomicMax(max_count, count[i]);
+}
+
+__global__ void outer_of_kernel(index_t n, const std::int32_t* ptr, index_t* outer) {
+  const index_t o = blockIdx.x * blockDim.x + threadIdx.x;
+  if (o >= n) return;
+  for (std::int32_t k = ptr[o]; k < ptr[o + 1]; ++k) outer[k] = o;
+}
+
+__global__ void iota_kernel(std::int32_t count, std::int32_t* out) {
+  const std::int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < count) out[k] = k;
+}
+
+template <typename T>
+__global__ void transpose_gather_kernel(std::int32_t nnz, const std::int32_t* order, const index_t* outer,
+                                        const T* val, const std::int32_t* src, index_t* out_ind, T* out_val,
+                                        std::int32_t* out_src) {
+  const std::int32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= nnz) return;
+  const std::int32_t k = order[t];
+  out_ind[t] = outer[k];
+  out_val[t] = val[k];
+  out_src[t] = src[k];
+}
+
+// Kahn's sort seen from the rows (Li 2017): row i's level is fixed once every row it depends on has one,
+// i.e. once its last incoming edge is removed. A warp per row in ticket order; level[i] holds level + 1 so
+// that 0 means "not yet known". The value is its own flag (relaxed store and loads, nothing else is
+// published with it); the lanes poll 32 entries together and reduce with a max.
+__global__ void __launch_bounds__(kBlockThreads)
+    levels_csr_kernel(index_t n, const std::int32_t* ptr, const index_t* ind, int* level, int* max_level,
+                      Schedule s) {
+  const int ticket = block_ticket(s.tickets);
+  const int lane = threadIdx.x % kWarpSize;
+  const index_t i = ticket * kBlockWarps + threadIdx.x / kWarpSize;
+  if (i < n) {
+    int lev = 0;
+    Backoff backoff;
+    bool abort = false;
+    for (std::int32_t base = ptr[i]; base < ptr[i + 1] && !abort; base += kWarpSize) {
+      const std::int32_t k = base + lane;
+      bool have = k >= ptr[i + 1];
+      const index_t c = have ? 0 : ind[k];
+      while (true) {
+        if (!have) {
+          const int l = device_atomic_int(level[c]).load(cuda::memory_order_relaxed);
+          have = l > 0;
+          lev = max(lev, l);
+        }
+        if (__all_sync(kFullMask, have)) break;
+        abort = __any_sync(kFullMask, !backoff.pause(s.status, i));
+        if (abort) break;
+      }
+    }
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) lev = max(lev, __shfl_xor_sync(kFullMask, lev, offset));
+    if (lane == 0) {
+      device_atomic_int(level[i]).store(lev + 1, cuda::memory_order_relaxed);
+      atomicMax(max_level, lev + 1);
+    }
+  }
+  block_finished(s.tickets, gridDim.x);
+}
+
+// Kahn's sort seen from the columns: a warp per column; lane 0 waits until the in-degree counter shows
+// every incoming edge removed (acquire), then the lanes remove the outgoing edges: atomicMax of the level
+// below, one release fence, then the counter increments.
+__global__ void __launch_bounds__(kBlockThreads)
+    levels_csc_kernel(index_t n, const std::int32_t* ptr, const index_t* ind, const std::int32_t* indeg, int* level,
+                      int* removed, int* max_level, Schedule s) {
+  const int ticket = block_ticket(s.tickets);
+  const int lane = threadIdx.x % kWarpSize;
+  const index_t j = ticket * kBlockWarps + threadIdx.x / kWarpSize;
+  if (j < n) {
+    int lev = 0;
+    if (lane == 0) {
+      wait_at_least(&removed[j], indeg[j], s.status, j);
+      lev = device_atomic_int(level[j]).load(cuda::memory_order_relaxed);
+      atomicMax(max_level, lev + 1);
+    }
+    lev = __shfl_sync(kFullMask, lev, 0);
+    for (std::int32_t k = ptr[j] + lane; k < ptr[j + 1]; k += kWarpSize)
+      device_atomic_int(level[ind[k]]).fetch_max(lev + 1, cuda::memory_order_relaxed);
+    cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
+    for (std::int32_t k = ptr[j] + lane; k < ptr[j + 1]; k += kWarpSize)
+      device_atomic_int(removed[ind[k]]).fetch_add(1, cuda::memory_order_relaxed);
+  }
+  block_finished(s.tickets, gridDim.x);
+}
+
+__global__ void level_round_kernel(index_t n, const std::int32_t* ptr, const index_t* ind, int round, int* level,
+                                   int* assigned, int* max_level) {
+  const index_t i = (blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (i >= n || device_atomic_int(level[i]).load(cuda::memory_order_relaxed) >= 0) return;
+  // Rows given this round's level during this launch do not count yet.
+  bool ready = true;
+  for (std::int32_t k = ptr[i] + lane; k < ptr[i + 1] && ready; k += kWarpSize) {
+    const int l = device_atomic_int(level[ind[k]]).load(cuda::memory_order_relaxed);
+    ready = l >= 0 && l != round;
+  }
+  if (!__all_sync(kFullMask, ready) || lane != 0) return;
+  device_atomic_int(level[i]).store(round, cuda::memory_order_relaxed);
+  atomicAdd(assigned, 1);
+  atomicMax(max_level, round + 1);
+}
+
+__global__ void minus_one_kernel(index_t n, int* level) {
+  const index_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) level[i] -= 1;
+}
+
+__global__ void level_ptr_kernel(index_t n, const int* nlev, const int* sorted_level, std::int32_t* level_ptr) {
+  const index_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < n && (t == 0 || sorted_level[t] != sorted_level[t - 1])) level_ptr[sorted_level[t]] = t;
+  if (t == 0) level_ptr[*nlev] = n;
+}
+
+__global__ void split_in_degree_kernel(index_t n, const std::int32_t* ptr, const index_t* ind,
+                                       std::int32_t* global_deg, std::int32_t* local_deg) {
+  const index_t j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= n) return;
+  for (std::int32_t k = ptr[j]; k < ptr[j + 1]; ++k) {
+    const index_t i = ind[k];
+    atomicAdd(i / kBlockWarps == j / kBlockWarps ? &local_deg[i] : &global_deg[i], 1);
+  }
+}
+
+__device__ inline bool chunk_is_warp_level(index_t n, const std::int32_t* ptr, double threshold, index_t c) {
+  const index_t first = c * kWarpSize, end = min(first + kWarpSize, n);
+  return double(ptr[end] - ptr[first]) > threshold * double(end - first);
+}
+
+__global__ void chunk_items_kernel(index_t n, const std::int32_t* ptr, double threshold, std::int32_t* per_chunk) {
+  const index_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= (n + kWarpSize - 1) / kWarpSize) return;
+  per_chunk[c] = chunk_is_warp_level(n, ptr, threshold, c) ? min(kWarpSize, n - c * kWarpSize) : 1;
+}
+
+__global__ void chunk_fill_kernel(index_t n, const std::int32_t* ptr, double threshold, const std::int32_t* item_base,
+                                  std::int32_t* items, int* nitems) {
+  const index_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  const index_t nchunks = (n + kWarpSize - 1) / kWarpSize;
+  if (c == 0) *nitems = item_base[nchunks];
+  if (c >= nchunks) return;
+  const index_t first = c * kWarpSize, end = min(first + kWarpSize, n);
+  const std::int32_t base = item_base[c];
+  if (chunk_is_warp_level(n, ptr, threshold, c)) {
+    for (index_t i = first; i < end; ++i) items[base + (i - first)] = kWarpRowBit | i;
+  } else {
+    items[base] = first;
+  }
+}
+
+template <typename T>
+__global__ void gather_values_kernel(index_t n, std::int32_t nnz, const T* values, const std::int32_t* src,
+                                     const std::int32_t* diag_src, bool unit, bool reversed, T* val, T* diag,
+                                     int* zero_row) {
+  const std::int32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < nnz) val[t] = values[src[t]];
+  if (t < n) {
+    const T d = unit ? T(1) : (diag_src[t] < 0 ? T(0) : values[diag_src[t]]);
+    diag[t] = d;
+    if (d == T(0)) atomicMin(zero_row, reversed ? n - 1 - t : t);
+  }
+}
+
+template <typename T>
+__global__ void fill_sentinel_kernel(std::int64_t count, T* y) {
+  const std::int64_t k = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k < count) y[k] = Sentinel<T>::value();
+}
+
+}  // namespace
+
+template <typename T>
+void inspect_triangle(const InputTriangle<T>& in, std::int32_t* count, T* diag, std::int32_t* diag_src,
+                      unsigned long long* bad, int* zero_row, cudaStream_t stream) {
+  if (in.n == 0) return;
+  inspect_kernel<<<blocks_for(in.n, kThreads / kWarpSize), kThreads, 0, stream>>>(in, count, diag, diag_src, bad,
+                                                                                  zero_row);
+  check_launch("inspect_kernel");
+}
+
+template <typename T>
+void scatter_same_orientation(const InputTriangle<T>& in, const std::int32_t* out_ptr, const std::int32_t* diag_src,
+                              index_t* out_ind, T* out_val, std::int32_t* src, cudaStream_t stream) {
+  if (in.n == 0) return;
+  scatter_kernel<<<blocks_for(in.n, kThreads / kWarpSize), kThreads, 0, stream>>>(in, out_ptr, diag_src, out_ind,
+                                                                                  out_val, src);
+  check_launch("scatter_kernel");
+}
+
+void histogram(std::int32_t nnz, const index_t* ind, std::int32_t* count, cudaStream_t stream, const int* limit) {
+  if (nnz == 0) return;
+  histogram_kernel<<<blocks_for(nnz, kThreads), kThreads, 0, stream>>>(nnz, ind, count, limit);
+  check_launch("histogram_kernel");
+}
+
+void count_max(index_t n, const std::int32_t* count, int* max_count, cudaStream_t stream) {
+  if (n == 0) return;
+  count_max_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, count, max_count);
+  check_launch("count_max_kernel");
+}
+
+int key_bits(long long value) {
+  int bits = 1;
+  while ((1ll << bits) <= value) ++bits;
+  return bits;
+}
+
+std::size_t scan_temp_bytes(index_t n) {
+  std::size_t bytes = 0;
+  cuda_check(cub::DeviceScan::InclusiveSum(nullptr, bytes, static_cast<const std::int32_t*>(nullptr),
+                                           static_cast<std::int32_t*>(nullptr), std::max(n, 1)),
+             "cub scan size", __FILE__, __LINE__);
+  return bytes;
+}
+
+std::size_t sort_temp_bytes(std::int32_t count, int end_bit) {
+  std::size_t bytes = 0;
+  cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const int*>(nullptr),
+                                             static_cast<int*>(nullptr), static_cast<const std::int32_t*>(nullptr),
+                                             static_cast<std::int32_t*>(nullptr), std::max(count, 1), 0, end_bit),
+             "cub sort size", __FILE__, __LINE__);
+  return bytes;
+}
+
+void exclusive_scan(index_t n, const std::int32_t* in, std::int32_t* out, void* temp, std::size_t temp_bytes,
+                    cudaStream_t stream) {
+  // out[0] = 0 and the inclusive sum of in[0..n) into out[1..n].
+  cuda_check(cudaMemsetAsync(out, 0, sizeof(std::int32_t), stream), "cudaMemsetAsync", __FILE__, __LINE__);
+  if (n == 0) return;
+  cuda_check(cub::DeviceScan::InclusiveSum(temp, temp_bytes, in, out + 1, n, stream), "cub scan", __FILE__, __LINE__);
+}
+
+template <typename T>
+void transpose_lower(index_t n, std::int32_t nnz, const std::int32_t* ptr, const index_t* ind, const T* val,
+                     const std::int32_t* src, std::int32_t* out_ptr, index_t* out_ind, T* out_val,
+                     std::int32_t* out_src, const TransposeWork& work, cudaStream_t stream) {
+  cuda_check(cudaMemsetAsync(work.counts, 0, sizeof(std::int32_t) * (std::size_t(n) + 1), stream), "cudaMemsetAsync",
+             __FILE__, __LINE__);
+  histogram(nnz, ind, work.counts, stream);
+  exclusive_scan(n, work.counts, out_ptr, work.temp, work.temp_bytes, stream);
+  if (nnz == 0) return;
+  outer_of_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, ptr, work.outer);
+  check_launch("outer_of_kernel");
+  iota_kernel<<<blocks_for(nnz, kThreads), kThreads, 0, stream>>>(nnz, work.order_in);
+  check_launch("iota_kernel");
+  // Entries are enumerated by increasing outer index, so the stable sort by inner index leaves each new
+  // segment sorted.
+  std::size_t bytes = work.temp_bytes;
+  cuda_check(cub::DeviceRadixSort::SortPairs(work.temp, bytes, ind, work.keys_out, work.order_in, work.order_out, nnz,
+                                             0, key_bits(n), stream),
+             "cub radix sort", __FILE__, __LINE__);
+  transpose_gather_kernel<<<blocks_for(nnz, kThreads), kThreads, 0, stream>>>(nnz, work.order_out, work.outer, val,
+                                                                            src, out_ind, out_val, out_src);
+  check_launch("transpose_gather_kernel");
+}
+
+void levels_csr(index_t n, const std::int32_t* ptr, const index_t* ind, int* level, int* max_level,
+                const Schedule& s, cudaStream_t stream) {
+  if (n == 0) return;
+  levels_csr_kernel<<<blocks_for(n, kBlockWarps), kBlockThreads, 0, stream>>>(n, ptr, ind, level, max_level, s);
+  check_launch("levels_csr_kernel");
+  minus_one_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, level);
+  check_launch("minus_one_kernel");
+}
+
+void levels_csc(index_t n, const std::int32_t* ptr, const index_t* ind, const std::int32_t* indeg, int* level,
+                int* work, int* max_level, const Schedule& s, cudaStream_t stream) {
+  if (n == 0) return;
+  levels_csc_kernel<<<blocks_for(n, kBlockWarps), kBlockThreads, 0, stream>>>(n, ptr, ind, indeg, level, work,
+                                                                             max_level, s);
+  check_launch("levels_csc_kernel");
+}
+
+void level_rounds(index_t n, const std::int32_t* ptr, const index_t* ind, int rounds, int* level, int* assigned,
+                  int* max_level, cudaStream_t stream) {
+  if (n == 0) return;
+  for (int r = 0; r < rounds; ++r) {
+    level_round_kernel<<<blocks_for(n, kThreads / kWarpSize), kThreads, 0, stream>>>(n, ptr, ind, r, level, assigned,
+                                                                                     max_level);
+    check_launch("level_round_kernel");
+  }
+}
+
+void level_sets(index_t n, const int* nlev, const int* level, std::int32_t* jlev, std::int32_t* level_ptr,
+                std::int32_t* order_in, int* keys_out, void* temp, std::size_t temp_bytes, cudaStream_t stream) {
+  if (n == 0) return;
+  iota_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, order_in);
+  check_launch("iota_kernel");
+  std::size_t bytes = temp_bytes;
+  cuda_check(cub::DeviceRadixSort::SortPairs(temp, bytes, level, keys_out, order_in, jlev, n, 0, key_bits(n), stream),
+             "cub radix sort", __FILE__, __LINE__);
+  level_ptr_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, nlev, keys_out, level_ptr);
+  check_launch("level_ptr_kernel");
+}
+
+void split_in_degree(index_t n, const std::int32_t* ptr, const index_t* ind, std::int32_t* global_deg,
+                     std::int32_t* local_deg, cudaStream_t stream) {
+  if (n == 0) return;
+  split_in_degree_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, ptr, ind, global_deg, local_deg);
+  check_launch("split_in_degree_kernel");
+}
+
+void fused_items(index_t n, const std::int32_t* ptr, double threshold, std::int32_t* items, int* nitems,
+                 std::int32_t* per_chunk, std::int32_t* base, void* temp, std::size_t temp_bytes,
+                 cudaStream_t stream) {
+  const index_t nchunks = (n + kWarpSize - 1) / kWarpSize;
+  if (nchunks > 0) {
+    chunk_items_kernel<<<blocks_for(nchunks, kThreads), kThreads, 0, stream>>>(n, ptr, threshold, per_chunk);
+    check_launch("chunk_items_kernel");
+  }
+  exclusive_scan(nchunks, per_chunk, base, temp, temp_bytes, stream);
+  chunk_fill_kernel<<<blocks_for(nchunks + 1, kThreads), kThreads, 0, stream>>>(n, ptr, threshold, base, items,
+                                                                                nitems);
+  check_launch("chunk_fill_kernel");
+}
+
+template <typename T>
+void gather_values(index_t n, std::int32_t nnz, const T* values, const std::int32_t* src,
+                   const std::int32_t* diag_src, bool unit, bool reversed, T* val, T* diag, int* zero_row,
+                   cudaStream_t stream) {
+  const long long work = std::max<long long>(n, nnz);
+  if (work == 0) return;
+  gather_values_kernel<<<blocks_for(work, kThreads), kThreads, 0, stream>>>(n, nnz, values, src, diag_src, unit,
+                                                                            reversed, val, diag, zero_row);
+  check_launch("gather_values_kernel");
+}
+
+template <typename T>
+void fill_sentinel(std::int64_t count, T* y, cudaStream_t stream) {
+  if (count == 0) return;
+  fill_sentinel_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(count, y);
+  check_launch("fill_sentinel_kernel");
+}
+
+#define SPADE_SPTRSV_ANALYSIS(T)                                                                                   \
+  template void inspect_triangle<T>(const InputTriangle<T>&, std::int32_t*, T*, std::int32_t*,                     \
+                                    unsigned long long*, int*, cudaStream_t);                                      \
+  template void scatter_same_orientation<T>(const InputTriangle<T>&, const std::int32_t*, const std::int32_t*,      \
+                                            index_t*, T*, std::int32_t*, cudaStream_t);                            \
+  template void transpose_lower<T>(index_t, std::int32_t, const std::int32_t*, const index_t*, const T*,           \
+                                   const std::int32_t*, std::int32_t*, index_t*, T*, std::int32_t*,                \
+                                   const TransposeWork&, cudaStream_t);                                            \
+  template void gather_values<T>(index_t, std::int32_t, const T*, const std::int32_t*, const std::int32_t*, bool,  \
+                                 bool, T*, T*, int*, cudaStream_t);                                                \
+  template void fill_sentinel<T>(std::int64_t, T*, cudaStream_t);
+SPADE_SPTRSV_ANALYSIS(double)
+SPADE_SPTRSV_ANALYSIS(float)
+#undef SPADE_SPTRSV_ANALYSIS
+
+}  // namespace spade::kernels::sptrsv

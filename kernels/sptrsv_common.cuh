@@ -1,0 +1,94 @@
+// Device helpers shared by the sparse triangular-solve kernels: block tickets, index mapping, warp
+// reductions and the "not yet solved" sentinel that lets a value be its own ready flag.
+#pragma once
+
+#include <cuda/atomic>
+
+#include <cstdint>
+
+#include "kernels/cuda_check.hpp"
+#include "kernels/sptrsv_kernels.hpp"
+#include "kernels/sync.cuh"
+
+namespace spade::kernels::sptrsv {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+__device__ inline index_t caller_index(index_t i, index_t n, bool reversed) { return reversed ? n - 1 - i : i; }
+
+/// The block's ticket: thread 0 takes the next one and the block shares it. Blocks are numbered by the
+/// order in which they *start*, so a block only ever waits on work of blocks that are already running.
+__device__ inline int block_ticket(int* tickets) {
+  __shared__ int ticket;
+  if (threadIdx.x == 0) ticket = take_ticket(&tickets[0]);
+  __syncthreads();
+  return ticket;
+}
+
+/// Called once per block by thread 0 after it took its ticket: the last block to get here has seen every
+/// block take its ticket, so it can zero both counters for the next launch (kernel boundaries order it).
+__device__ inline void block_finished(int* tickets, int nblocks) {
+  if (threadIdx.x != 0) return;
+  if (device_atomic_int(tickets[1]).fetch_add(1, cuda::memory_order_relaxed) == nblocks - 1) {
+    tickets[0] = 0;
+    tickets[1] = 0;
+  }
+}
+
+template <typename T>
+__device__ inline T warp_sum(T v) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
+  return v;
+}
+
+/// A signalling NaN with a fixed payload: arithmetic never produces one (it quiets NaNs), so a value that
+/// came out of (b - sum) / d can never be mistaken for it.
+template <typename T>
+struct Sentinel;
+template <>
+struct Sentinel<double> {
+  static constexpr unsigned long long bits = 0x7ff4a5a5a5a5a5a5ull;
+  __device__ static double value() { return __longlong_as_double(static_cast<long long>(bits)); }
+  __device__ static bool is(double v) { return static_cast<unsigned long long>(__double_as_longlong(v)) == bits; }
+};
+template <>
+struct Sentinel<float> {
+  static constexpr unsigned bits = 0x7f8a5a5au;
+  __device__ static float value() { return __int_as_float(static_cast<int>(bits)); }
+  __device__ static bool is(float v) { return static_cast<unsigned>(__float_as_int(v)) == bits; }
+};
+
+template <typename T>
+__device__ inline T load_relaxed(T* p) {
+  return cuda::atomic_ref<T, cuda::thread_scope_device>(*p).load(cuda::memory_order_relaxed);
+}
+template <typename T>
+__device__ inline void store_relaxed(T* p, T v) {
+  cuda::atomic_ref<T, cuda::thread_scope_device>(*p).store(v, cuda::memory_order_relaxed);
+}
+
+/// Reads the first nr values at y (one unknown's R interleaved right-hand sides) once; true when none is
+/// the sentinel. The value is its own flag: written by one relaxed atomic store with no other data
+/// published with it, so neither side needs a fence.
+template <typename T, int R>
+__device__ inline bool try_values(T* y, int nr, T (&v)[R]) {
+  bool ready = true;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (r < nr) {
+      v[r] = load_relaxed(y + r);
+      ready = ready && !Sentinel<T>::is(v[r]);
+    } else {
+      v[r] = T(0);
+    }
+  }
+  return ready;
+}
+
+inline void check_launch(const char* what) {
+  cuda_check(cudaGetLastError(), what, __FILE__, __LINE__);
+}
+
+inline int blocks_for(long long work, int per_block) { return static_cast<int>((work + per_block - 1) / per_block); }
+
+}  // namespace spade::kernels::sptrsv

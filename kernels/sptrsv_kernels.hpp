@@ -1,0 +1,202 @@
+// Host-callable launchers of the sparse triangular-solve kernels (kernels/sptrsv_*.cu), used by the plan in
+// solve/sptrsv.cu. Every launcher enqueues on `stream`, checks the launch and throws ResourceError on a
+// CUDA error; none synchronizes.
+//
+// Internal form. Every triangle is held as a *lower* one: an upper triangle is solved in reversed numbering
+// (internal unknown i is the caller's n - 1 - i), which turns it into a lower one. The plan keeps the
+// strictly lower part (CSR or CSC, indices sorted, 32-bit pointers) and the diagonal in its own array; the
+// caller's unknown of internal unknown i is `reversed ? n - 1 - i : i`.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/sync.cuh"
+#include "spade/sparse_matrix.hpp"
+
+namespace spade::kernels::sptrsv {
+
+constexpr int kWarpSize = 32;
+/// Warps per thread block of every solve kernel; one ticket hands out a whole block's work.
+constexpr int kBlockWarps = 8;
+constexpr int kBlockThreads = kWarpSize * kBlockWarps;
+/// Right-hand sides per pass of a multi-rhs solve (the kernels are instantiated for 1 and for this many).
+constexpr int kRhsPerPass = 8;
+/// fused: marks a work item that is one row solved by a whole warp (otherwise a 32-row chunk).
+constexpr std::int32_t kWarpRowBit = std::int32_t(1) << 30;
+
+/// The strictly lower part in internal numbering, device memory. CSR: ptr over rows, ind = columns;
+/// CSC: ptr over columns, ind = rows.
+template <typename T>
+struct LowerPart {
+  index_t n;
+  const std::int32_t* ptr;
+  const index_t* ind;
+  const T* val;
+  const T* diag;  ///< n diagonal values (1 for a unit diagonal)
+  bool reversed;  ///< caller's index of internal i is n - 1 - i
+};
+
+/// One pass over nr <= R right-hand sides (device, column-major). The kernels run with R = 1 when nr == 1
+/// and R = kRhsPerPass otherwise; per-unknown scratch (left_sum, the fused solution buffers) holds R
+/// interleaved values per unknown.
+template <typename T>
+struct RhsPass {
+  const T* b;
+  index_t ldb;
+  T* x;
+  index_t ldx;
+  int nr;
+};
+
+/// Per-launch scheduling state shared by the self-scheduled kernels.
+struct Schedule {
+  int* tickets;           ///< two ints, zero before the launch, zero again after it (the last block resets)
+  DeviceStatus* status;   ///< first error of the launch
+};
+
+// ---- analysis (kernels/sptrsv_analysis.cu) ----
+
+/// Error codes of inspect_triangle, in `bad` = (segment << 8) | code (minimum over bad segments).
+enum InspectCode : int { kBadPointer = 1, kBadIndex = 2, kUnsorted = 3, kWrongTriangle = 4 };
+
+/// Inputs of inspect_triangle / scatter_same_orientation: the caller's arrays.
+template <typename T>
+struct InputTriangle {
+  index_t n;
+  std::int32_t nnz;  ///< must equal ptr[n] (kBadPointer otherwise)
+  const std::int32_t* ptr;
+  const index_t* ind;
+  const T* val;
+  bool csr;       ///< segments are rows (else columns)
+  bool lower;
+  bool unit;
+};
+
+/// One warp per segment (row of CSR, column of CSC): validates it, counts its off-diagonal entries into
+/// count[internal segment] and writes diag / diag_src (input position of the diagonal entry, -1 if none).
+/// bad: atomicMin of (segment << 8 | InspectCode), 0x7fff...ffff if none. zero_row: atomicMin of the
+/// caller's row of a zero (or missing) non-unit diagonal, INT32_MAX if none.
+template <typename T>
+void inspect_triangle(const InputTriangle<T>& in, std::int32_t* count, T* diag, std::int32_t* diag_src,
+                      unsigned long long* bad, int* zero_row, cudaStream_t stream);
+
+/// Copies the off-diagonal entries into the internal lower form in the input's orientation, sorted;
+/// out_ptr is the exclusive scan of count, diag_src as inspect_triangle wrote it. src[k] = input position
+/// of internal entry k.
+template <typename T>
+void scatter_same_orientation(const InputTriangle<T>& in, const std::int32_t* out_ptr, const std::int32_t* diag_src,
+                              index_t* out_ind, T* out_val, std::int32_t* src, cudaStream_t stream);
+
+/// count[ind[k]] += 1 over k < nnz, and k < *limit when limit (device) is given (count zeroed by the
+/// caller); count_max: *max_count := max(*max_count, count[i]) over i < n.
+void histogram(std::int32_t nnz, const index_t* ind, std::int32_t* count, cudaStream_t stream,
+               const int* limit = nullptr);
+void count_max(index_t n, const std::int32_t* count, int* max_count, cudaStream_t stream);
+
+/// Bytes of temporary device memory exclusive_scan (over n inputs) and sort_pairs (count pairs of
+/// end_bit-bit keys) need; the plan allocates them up front with everything else.
+std::size_t scan_temp_bytes(index_t n);
+std::size_t sort_temp_bytes(std::int32_t count, int end_bit);
+/// Number of bits of the keys 0 .. value.
+int key_bits(long long value);
+
+/// Exclusive prefix sum of in[0..n) into out[0..n] (out[n] = total).
+void exclusive_scan(index_t n, const std::int32_t* in, std::int32_t* out, void* temp, std::size_t temp_bytes,
+                    cudaStream_t stream);
+
+/// Work arrays of transpose_lower: counts (n + 1) and four of nnz entries.
+struct TransposeWork {
+  std::int32_t* counts;
+  index_t* outer;
+  std::int32_t* order_in;
+  std::int32_t* order_out;
+  index_t* keys_out;
+  void* temp;
+  std::size_t temp_bytes;  ///< >= scan_temp_bytes(n) and sort_temp_bytes(nnz, key_bits(n))
+};
+
+/// Transposes the internal lower part (ptr/ind/val/src with n segments, nnz entries) into out_* (the
+/// other orientation), inner indices sorted: a stable radix sort by inner index.
+template <typename T>
+void transpose_lower(index_t n, std::int32_t nnz, const std::int32_t* ptr, const index_t* ind, const T* val,
+                     const std::int32_t* src, std::int32_t* out_ptr, index_t* out_ind, T* out_val,
+                     std::int32_t* out_src, const TransposeWork& work, cudaStream_t stream);
+
+/// Level of every unknown (0 for no dependency), the length of the longest chain ending there, by Kahn's
+/// topological sort run in one launch (Li 2017 removes the roots level by level, a launch each). csr:
+/// a thread per row pulls the levels of its columns; CSC: a thread per column waits until its in-degree
+/// counter shows every incoming edge removed, then removes its outgoing edges (atomicMax of the level,
+/// release add of the counter). level and work (n ints, CSC only) zeroed by the caller; indeg: CSC
+/// in-degrees. *max_level := max level + 1 (the number of levels).
+void levels_csr(index_t n, const std::int32_t* ptr, const index_t* ind, int* level, int* max_level,
+                const Schedule& s, cudaStream_t stream);
+void levels_csc(index_t n, const std::int32_t* ptr, const index_t* ind, const std::int32_t* indeg, int* level,
+                int* work, int* max_level, const Schedule& s, cudaStream_t stream);
+
+/// Li 2017's Kahn sort as written there, one launch per level, stopped after `rounds` levels: in round r
+/// every row whose columns all got a level below r gets level r (CSR, a warp per row). level: n ints set
+/// to -1 by the caller; *assigned counts the rows that got a level, *max_level := levels used.
+void level_rounds(index_t n, const std::int32_t* ptr, const index_t* ind, int rounds, int* level, int* assigned,
+                  int* max_level, cudaStream_t stream);
+
+/// Level sets: jlev = unknowns sorted by level (stable: index order inside a level), level_ptr[l] = first
+/// position of level l, level_ptr[*nlev] = n (nlev: device, the count levels_csr / levels_csc wrote).
+/// order_in and keys_out: n ints of work; temp: sort_temp_bytes(n, key_bits(n)) bytes.
+void level_sets(index_t n, const int* nlev, const int* level, std::int32_t* jlev, std::int32_t* level_ptr,
+                std::int32_t* order_in, int* keys_out, void* temp, std::size_t temp_bytes, cudaStream_t stream);
+
+/// syncfree scratchpad split: for each entry (row i, column j) of the CSC part, counts it into
+/// local_deg[i] when j and i fall in the same block of kBlockWarps columns, else into global_deg[i]
+/// (both zeroed by the caller).
+void split_in_degree(index_t n, const std::int32_t* ptr, const index_t* ind, std::int32_t* global_deg,
+                     std::int32_t* local_deg, cudaStream_t stream);
+
+/// fused: work items over 32-row chunks (YuenyeungSpTRSV): a chunk whose mean off-diagonal count per row
+/// exceeds `threshold` becomes one item per row (kWarpRowBit | row), otherwise one item (its first row).
+/// items must hold n + 1 entries; *nitems is written on the device. per_chunk and base: nchunks + 1 ints
+/// of work (nchunks = ceil(n / 32)); temp: scan_temp_bytes(nchunks) bytes.
+void fused_items(index_t n, const std::int32_t* ptr, double threshold, std::int32_t* items, int* nitems,
+                 std::int32_t* per_chunk, std::int32_t* base, void* temp, std::size_t temp_bytes,
+                 cudaStream_t stream);
+
+/// update_values: val[k] = values[src[k]], diag[i] = unit ? 1 : (diag_src[i] < 0 ? 0 : values[diag_src[i]]);
+/// zero_row as in inspect_triangle.
+template <typename T>
+void gather_values(index_t n, std::int32_t nnz, const T* values, const std::int32_t* src,
+                   const std::int32_t* diag_src, bool unit, bool reversed, T* val, T* diag, int* zero_row,
+                   cudaStream_t stream);
+
+/// Fills count entries with the "not yet solved" sentinel (a signalling NaN that arithmetic never makes).
+template <typename T>
+void fill_sentinel(std::int64_t count, T* y, cudaStream_t stream);
+
+// ---- solves ----
+
+/// LEVR: one launch per level, a warp per row (kernels/sptrsv_level.cu). x may alias b.
+template <typename T>
+void solve_levr(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host, int nlev,
+                const RhsPass<T>& rhs, cudaStream_t stream);
+/// LEVC: x := b, then one launch per level, a warp per column adding its updates into x atomically.
+template <typename T>
+void solve_levc(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host, int nlev,
+                const RhsPass<T>& rhs, cudaStream_t stream);
+/// SLFR: a warp per row in level order; flag[i] == epoch once x[i] is written (kernels/sptrsv_selfsched.cu).
+template <typename T>
+void solve_slfr(const LowerPart<T>& L, const std::int32_t* jlev, int* flag, int epoch, const RhsPass<T>& rhs,
+                const Schedule& s, cudaStream_t stream);
+/// SLFC (jlev != nullptr: level order, no scratchpad) and syncfree (jlev == nullptr: index order with the
+/// scratchpad, local_deg required). counter[i] reaches epoch * global_deg[i] once every update through
+/// global memory has arrived; left_sum (n * R) is zero before and after a launch.
+template <typename T>
+void solve_columns(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* global_deg,
+                   const std::int32_t* local_deg, int* counter, int epoch, T* left_sum, const RhsPass<T>& rhs,
+                   const Schedule& s, cudaStream_t stream);
+/// thread / fused: nitems work items (fused_items); y_cur holds sentinels before the launch and the
+/// solution (n * R, interleaved) after it; y_next is reset to sentinels for the next launch.
+template <typename T>
+void solve_fused(const LowerPart<T>& L, const std::int32_t* items, int nitems, T* y_cur, T* y_next,
+                 const RhsPass<T>& rhs, const Schedule& s, cudaStream_t stream);
+
+}  // namespace spade::kernels::sptrsv

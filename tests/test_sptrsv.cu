@@ -1,0 +1,531 @@
+// Sparse triangular solve on the GPU (include/spade/sptrsv.hpp) against a serial host reference: every
+// algorithm, lower and upper, CSR and CSC, unit and non-unit, 1 and 8 right-hand sides, on generated grids
+// (including the aspect-ratio series of Li 2017), random long chains, a dense triangle, a diagonal matrix
+// and the real matrices of ../shared/matrices (lower triangle of the pattern plus the diagonal).
+//
+// Values: off-diagonal entries are random in [-1, 1] scaled by 0.9 / max(entries in the row, entries in the
+// column), the diagonal random in [1, 2]. Every row and every column of L is then strictly diagonally
+// dominant (off-diagonal absolute sum <= 0.9 |diagonal|), for L and for U = L^T, so errors shrink along a
+// dependency chain and a forward-error bound of c * eps * (longest row + 2) relative to max |x| is valid.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "spade/error.hpp"
+#include "spade/generators.hpp"
+#include "spade/matrix_market.hpp"
+#include "spade/sparse_matrix.hpp"
+#include "spade/sptrsv.hpp"
+#include "tests/gpu_test.hpp"
+#include "tests/test_matrices.hpp"
+
+namespace spade {
+namespace {
+
+const std::vector<SptrsvAlgorithm> kAlgorithms = {
+    SptrsvAlgorithm::automatic, SptrsvAlgorithm::levr,     SptrsvAlgorithm::levc,   SptrsvAlgorithm::slfr,
+    SptrsvAlgorithm::slfc,      SptrsvAlgorithm::syncfree, SptrsvAlgorithm::thread, SptrsvAlgorithm::fused};
+
+template <typename U>
+class DeviceVector {
+ public:
+  explicit DeviceVector(std::size_t count) : count_(count) { SPADE_CUDA_CHECK(cudaMalloc(&p_, std::max<std::size_t>(count, 1) * sizeof(U))); }
+  explicit DeviceVector(const std::vector<U>& host) : DeviceVector(host.size()) { upload(host); }
+  ~DeviceVector() { cudaFree(p_); }
+  DeviceVector(const DeviceVector&) = delete;
+  DeviceVector& operator=(const DeviceVector&) = delete;
+  void upload(const std::vector<U>& host) {
+    SPADE_CUDA_CHECK(cudaMemcpy(p_, host.data(), host.size() * sizeof(U), cudaMemcpyHostToDevice));
+  }
+  std::vector<U> download() const {
+    std::vector<U> host(count_);
+    SPADE_CUDA_CHECK(cudaMemcpy(host.data(), p_, count_ * sizeof(U), cudaMemcpyDeviceToHost));
+    return host;
+  }
+  void poison() { SPADE_CUDA_CHECK(cudaMemset(p_, 0xff, count_ * sizeof(U))); }  // all-ones bits: NaN
+  U* get() const { return p_; }
+
+ private:
+  U* p_ = nullptr;
+  std::size_t count_;
+};
+
+/// A lower triangle L (CSC, sorted) with diagonally dominant values, and its transpose.
+struct Triangle {
+  SparseMatrix lower;   // L, diagonal stored
+  SparseMatrix lower_t; // L^T
+  index_t max_row = 0;  // most off-diagonal entries in a row or column
+};
+
+/// Lower triangle of the pattern of `a` plus the diagonal (strictly lower only when `with_diagonal` is
+/// false), with the values described in the file comment.
+Triangle make_triangle(const SparseMatrix& a, std::uint64_t seed, bool with_diagonal = true) {
+  const index_t n = a.cols();
+  std::vector<index_t> row_count(n, 0), col_count(n, 0);
+  for (index_t j = 0; j < n; ++j)
+    for (offset_t k = a.col_ptr()[j]; k < a.col_ptr()[j + 1]; ++k)
+      if (a.row_ind()[k] > j) ++row_count[a.row_ind()[k]], ++col_count[j];
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0), diag(1.0, 2.0);
+  std::vector<offset_t> ptr(1, 0);
+  std::vector<index_t> rows;
+  std::vector<double> vals;
+  Triangle t;
+  for (index_t j = 0; j < n; ++j) {
+    if (with_diagonal) rows.push_back(j), vals.push_back(diag(rng));
+    for (offset_t k = a.col_ptr()[j]; k < a.col_ptr()[j + 1]; ++k) {
+      const index_t i = a.row_ind()[k];
+      if (i <= j) continue;
+      rows.push_back(i);
+      vals.push_back(unit(rng) * 0.9 / std::max(row_count[i], col_count[j]));
+    }
+    ptr.push_back(static_cast<offset_t>(rows.size()));
+    t.max_row = std::max({t.max_row, row_count[j], col_count[j]});
+  }
+  t.lower = SparseMatrix(n, n, std::move(ptr), std::move(rows), std::move(vals));
+  t.lower_t = t.lower.transpose();
+  return t;
+}
+
+/// x = T^{-1} b on the host, T = L (lower) or L^T (upper), read from L's CSC arrays; unit: diagonal 1.
+std::vector<double> reference_solve(const SparseMatrix& L, bool upper, bool unit, const std::vector<double>& b,
+                                    int nrhs) {
+  const index_t n = L.cols();
+  std::vector<double> x = b;
+  for (int r = 0; r < nrhs; ++r) {
+    double* xr = x.data() + std::size_t(r) * n;
+    if (!upper) {
+      for (index_t j = 0; j < n; ++j) {
+        double d = 1, xj = xr[j];
+        for (offset_t k = L.col_ptr()[j]; k < L.col_ptr()[j + 1]; ++k)
+          if (L.row_ind()[k] == j && !unit) d = L.values()[k];
+        xj /= d;
+        xr[j] = xj;
+        for (offset_t k = L.col_ptr()[j]; k < L.col_ptr()[j + 1]; ++k)
+          if (L.row_ind()[k] > j) xr[L.row_ind()[k]] -= L.values()[k] * xj;
+      }
+    } else {
+      for (index_t j = n - 1; j >= 0; --j) {
+        double d = 1, s = xr[j];
+        for (offset_t k = L.col_ptr()[j]; k < L.col_ptr()[j + 1]; ++k) {
+          const index_t i = L.row_ind()[k];
+          if (i == j) {
+            if (!unit) d = L.values()[k];
+          } else {
+            s -= L.values()[k] * xr[i];
+          }
+        }
+        xr[j] = s / d;
+      }
+    }
+  }
+  return x;
+}
+
+struct Variant {
+  SparseFormat format;
+  TriangleKind triangle;
+  DiagonalKind diagonal;
+};
+
+std::string describe(SptrsvAlgorithm a, const Variant& v, int nrhs) {
+  return std::string(to_string(a)) + (v.format == SparseFormat::csr ? " csr" : " csc") +
+         (v.triangle == TriangleKind::lower ? " lower" : " upper") +
+         (v.diagonal == DiagonalKind::unit ? " unit" : " non-unit") + " nrhs=" + std::to_string(nrhs);
+}
+
+/// The device arrays of T in one variant: CSC of L is CSR of U = L^T, and the other way round.
+template <typename T>
+struct DeviceMatrix {
+  DeviceVector<std::int32_t> ptr;
+  DeviceVector<index_t> ind;
+  DeviceVector<T> val;
+  DeviceTriangle<T> view;
+
+  static std::vector<std::int32_t> narrow(const std::vector<offset_t>& p) { return {p.begin(), p.end()}; }
+  static std::vector<T> cast(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+  DeviceMatrix(const Triangle& t, const Variant& v)
+      : ptr(narrow(source(t, v).col_ptr())), ind(source(t, v).row_ind()), val(cast(source(t, v).values())) {
+    view = {t.lower.cols(), static_cast<std::int32_t>(source(t, v).nnz()), ptr.get(), ind.get(), val.get(), v.format,
+            v.triangle, v.diagonal};
+  }
+  static const SparseMatrix& source(const Triangle& t, const Variant& v) {
+    const bool l_arrays = (v.format == SparseFormat::csc) == (v.triangle == TriangleKind::lower);
+    return l_arrays ? t.lower : t.lower_t;
+  }
+};
+
+std::vector<double> random_rhs(index_t n, int nrhs, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<double> b(std::size_t(n) * nrhs);
+  for (double& v : b) v = dist(rng);
+  return b;
+}
+
+/// max |x - ref| / max |ref|; NaN anywhere gives NaN.
+double relative_error(const std::vector<double>& x, const std::vector<double>& ref) {
+  double err = 0, scale = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i])) return std::numeric_limits<double>::quiet_NaN();
+    err = std::max(err, std::abs(x[i] - ref[i]));
+    scale = std::max(scale, std::abs(ref[i]));
+  }
+  return scale > 0 ? err / scale : err;
+}
+
+template <typename T>
+double tolerance(const Triangle& t) {
+  return 64.0 * std::numeric_limits<T>::epsilon() * (t.max_row + 2);
+}
+
+/// Solves with `plan` `repeats` times (fresh right-hand sides each time) and checks every answer.
+template <typename T>
+void check_solves(SptrsvPlan<T>& plan, const Triangle& t, const Variant& v, int nrhs, int repeats,
+                  const std::string& what) {
+  const index_t n = t.lower.cols();
+  DeviceVector<T> b(std::size_t(n) * nrhs), x(std::size_t(n) * nrhs);
+  for (int rep = 0; rep < repeats; ++rep) {
+    const std::vector<double> b_host = random_rhs(n, nrhs, 1000 + rep);
+    b.upload(std::vector<T>(b_host.begin(), b_host.end()));
+    x.poison();
+    plan.solve(b.get(), n, x.get(), n, nrhs);
+    ASSERT_NO_THROW(plan.check()) << what;
+    const std::vector<T> x_dev = x.download();
+    const std::vector<double> ref =
+        reference_solve(t.lower, v.triangle == TriangleKind::upper, v.diagonal == DiagonalKind::unit, b_host, nrhs);
+    const double err = relative_error(std::vector<double>(x_dev.begin(), x_dev.end()), ref);
+    ASSERT_LE(err, tolerance<T>(t)) << what << ", solve " << rep << " of " << repeats;
+  }
+}
+
+template <typename T>
+void check_algorithm(const Triangle& t, SptrsvAlgorithm a, const Variant& v, int nrhs, int repeats = 1) {
+  const DeviceMatrix<T> m(t, v);
+  SptrsvOptions options;
+  options.algorithm = a;
+  SptrsvPlan<T> plan(m.view, options);
+  if (a != SptrsvAlgorithm::automatic) EXPECT_EQ(plan.algorithm(), a);
+  check_solves(plan, t, v, nrhs, repeats, describe(a, v, nrhs) + " n=" + std::to_string(t.lower.cols()));
+}
+
+std::vector<Variant> all_variants() {
+  std::vector<Variant> out;
+  for (SparseFormat f : {SparseFormat::csr, SparseFormat::csc})
+    for (TriangleKind tr : {TriangleKind::lower, TriangleKind::upper})
+      for (DiagonalKind d : {DiagonalKind::non_unit, DiagonalKind::unit}) out.push_back({f, tr, d});
+  return out;
+}
+
+void check_every_variant(const Triangle& t) {
+  for (SptrsvAlgorithm a : kAlgorithms)
+    for (const Variant& v : all_variants())
+      for (int nrhs : {1, 8}) {
+        check_algorithm<double>(t, a, v, nrhs);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+}
+
+/// A random lower pattern with a chain through every row (i depends on i - 1) plus `extra` random
+/// earlier columns per row: n levels, the longest dependency chain possible.
+SparseMatrix random_chain(index_t n, int extra, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::int64_t> rows, cols;
+  std::vector<double> vals;
+  for (index_t i = 0; i < n; ++i) {
+    rows.push_back(i), cols.push_back(i), vals.push_back(1);
+    if (i == 0) continue;
+    rows.push_back(i), cols.push_back(i - 1), vals.push_back(1);
+    for (int e = 0; e < extra; ++e) {
+      const index_t j = std::uniform_int_distribution<index_t>(0, i - 1)(rng);
+      if (j != i - 1) rows.push_back(i), cols.push_back(j), vals.push_back(1);
+    }
+  }
+  // Duplicates are summed by from_triplets; values are replaced by make_triangle anyway.
+  return SparseMatrix::from_triplets(n, n, rows, cols, vals);
+}
+
+SparseMatrix dense_lower(index_t n) {
+  std::vector<std::int64_t> rows, cols;
+  std::vector<double> vals;
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = j; i < n; ++i) rows.push_back(i), cols.push_back(j), vals.push_back(1);
+  return SparseMatrix::from_triplets(n, n, rows, cols, vals);
+}
+
+SparseMatrix diagonal(index_t n) {
+  std::vector<std::int64_t> idx(n);
+  for (index_t i = 0; i < n; ++i) idx[i] = i;
+  return SparseMatrix::from_triplets(n, n, idx, idx, std::vector<double>(n, 1.0));
+}
+
+TEST(SptrsvNames, RoundTrip) {
+  for (SptrsvAlgorithm a : kAlgorithms) EXPECT_EQ(sptrsv_algorithm_from_string(to_string(a)), a);
+  EXPECT_THROW(sptrsv_algorithm_from_string("cusparse"), InvalidInput);
+}
+
+TEST(Sptrsv, EveryVariantOnLaplacian2d9Point) {
+  SPADE_REQUIRE_GPU();
+  check_every_variant(make_triangle(laplacian_2d(40, 30, Stencil::nine_point), 1));
+}
+
+TEST(Sptrsv, EveryVariantOnRandomLongChain) {
+  SPADE_REQUIRE_GPU();
+  check_every_variant(make_triangle(random_chain(3000, 4, 7), 2));
+}
+
+TEST(Sptrsv, EveryVariantOnDenseTriangle) {
+  SPADE_REQUIRE_GPU();
+  check_every_variant(make_triangle(dense_lower(300), 3));
+}
+
+TEST(Sptrsv, EveryVariantOnDiagonal) {
+  SPADE_REQUIRE_GPU();
+  check_every_variant(make_triangle(diagonal(1000), 4));
+}
+
+TEST(Sptrsv, ImpliedUnitDiagonal) {
+  SPADE_REQUIRE_GPU();
+  const Triangle t = make_triangle(laplacian_3d(12, 10, 9, Stencil::twenty_seven_point), 5, false);
+  for (SptrsvAlgorithm a : kAlgorithms)
+    for (SparseFormat f : {SparseFormat::csr, SparseFormat::csc})
+      for (TriangleKind tr : {TriangleKind::lower, TriangleKind::upper})
+        check_algorithm<double>(t, a, {f, tr, DiagonalKind::unit}, 1);
+}
+
+TEST(Sptrsv, OddRightHandSideCountsAndLeadingDimensions) {
+  SPADE_REQUIRE_GPU();
+  const Triangle t = make_triangle(random_chain(700, 3, 11), 6);
+  const index_t n = t.lower.cols(), ld = n + 5;
+  for (SptrsvAlgorithm a : kAlgorithms)
+    for (int nrhs : {3, 11}) {
+      const Variant v{SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit};
+      const DeviceMatrix<double> m(t, v);
+      SptrsvOptions options;
+      options.algorithm = a;
+      SptrsvPlan<double> plan(m.view, options);
+      std::vector<double> b_host(std::size_t(ld) * nrhs, 0.0), b_packed = random_rhs(n, nrhs, 5);
+      for (int r = 0; r < nrhs; ++r)
+        std::copy_n(b_packed.begin() + std::size_t(r) * n, n, b_host.begin() + std::size_t(r) * ld);
+      DeviceVector<double> b(b_host), x(std::size_t(ld) * nrhs);
+      x.poison();
+      plan.solve(b.get(), ld, x.get(), ld, nrhs);
+      plan.check();
+      const std::vector<double> x_host = x.download(), ref = reference_solve(t.lower, false, false, b_packed, nrhs);
+      std::vector<double> x_packed(std::size_t(n) * nrhs);
+      for (int r = 0; r < nrhs; ++r)
+        std::copy_n(x_host.begin() + std::size_t(r) * ld, n, x_packed.begin() + std::size_t(r) * n);
+      EXPECT_LE(relative_error(x_packed, ref), tolerance<double>(t)) << describe(a, v, nrhs);
+    }
+}
+
+TEST(Sptrsv, InPlaceSolve) {
+  SPADE_REQUIRE_GPU();
+  const Triangle t = make_triangle(laplacian_2d(33, 31), 8);
+  const index_t n = t.lower.cols();
+  for (SptrsvAlgorithm a : kAlgorithms)
+    for (int nrhs : {1, 8}) {
+      const Variant v{SparseFormat::csc, TriangleKind::upper, DiagonalKind::non_unit};
+      const DeviceMatrix<double> m(t, v);
+      SptrsvOptions options;
+      options.algorithm = a;
+      SptrsvPlan<double> plan(m.view, options);
+      const std::vector<double> b_host = random_rhs(n, nrhs, 9);
+      DeviceVector<double> bx(b_host);
+      plan.solve(bx.get(), n, bx.get(), n, nrhs);
+      plan.check();
+      EXPECT_LE(relative_error(bx.download(), reference_solve(t.lower, true, false, b_host, nrhs)),
+                tolerance<double>(t))
+          << describe(a, v, nrhs);
+    }
+}
+
+TEST(Sptrsv, SinglePrecision) {
+  SPADE_REQUIRE_GPU();
+  const Triangle t = make_triangle(laplacian_2d(50, 40, Stencil::nine_point), 10);
+  for (SptrsvAlgorithm a : kAlgorithms)
+    for (int nrhs : {1, 8})
+      check_algorithm<float>(t, a, {SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit}, nrhs);
+}
+
+// Each algorithm 50 times in a row on the same plan, a fresh right-hand side each time: no hang (a
+// spin-wait that gave up would throw from check()), no wrong answer, no stale state between solves.
+TEST(Sptrsv, FiftySolvesOnOnePlan) {
+  SPADE_REQUIRE_GPU();
+  const Triangle grid = make_triangle(laplacian_2d(128, 128, Stencil::nine_point), 12);
+  const Triangle chain = make_triangle(random_chain(20000, 2, 13), 14);
+  for (const Triangle* t : {&grid, &chain})
+    for (SptrsvAlgorithm a : kAlgorithms) {
+      check_algorithm<double>(*t, a, {SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit}, 1, 50);
+      check_algorithm<double>(*t, a, {SparseFormat::csc, TriangleKind::upper, DiagonalKind::non_unit}, 8, 50);
+    }
+}
+
+// The aspect-ratio grids of Li 2017 (about a million unknowns in 2D, two million in 3D).
+TEST(Sptrsv, AspectRatioGrids) {
+  SPADE_REQUIRE_GPU();
+  struct Grid {
+    index_t nx, ny, nz;
+    Stencil stencil;
+  };
+  const std::vector<Grid> grids = {
+      {1024, 1024, 0, Stencil::five_point}, {512, 2048, 0, Stencil::five_point}, {256, 4096, 0, Stencil::nine_point},
+      {128, 8192, 0, Stencil::five_point},  {64, 16384, 0, Stencil::nine_point}, {128, 128, 128, Stencil::seven_point},
+      {64, 128, 256, Stencil::seven_point}, {64, 64, 512, Stencil::twenty_seven_point},
+      {32, 64, 1024, Stencil::seven_point}, {32, 32, 2048, Stencil::twenty_seven_point}};
+  for (const Grid& g : grids) {
+    const Triangle t = make_triangle(g.nz == 0 ? laplacian_2d(g.nx, g.ny, g.stencil)
+                                               : laplacian_3d(g.nx, g.ny, g.nz, g.stencil),
+                                     20 + g.nx);
+    for (SptrsvAlgorithm a : kAlgorithms)
+      check_algorithm<double>(t, a, {SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit}, 1);
+    check_algorithm<double>(t, SptrsvAlgorithm::automatic,
+                            {SparseFormat::csc, TriangleKind::upper, DiagonalKind::unit}, 8);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Every real matrix of ../shared/matrices: lower triangle of the pattern plus the diagonal.
+TEST(Sptrsv, RealMatrices) {
+  SPADE_REQUIRE_GPU();
+  const std::filesystem::path dir = testing::matrix_dir();
+  if (!std::filesystem::is_directory(dir)) GTEST_SKIP() << "no matrix folder " << dir;
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.path().string().find(".mtx") != std::string::npos) files.push_back(entry.path().string());
+  std::sort(files.begin(), files.end());
+  ASSERT_FALSE(files.empty());
+  MatrixMarketOptions options;
+  options.pattern_values = PatternValues::ones;
+  for (const std::string& file : files) {
+    SCOPED_TRACE(file);
+    const SparseMatrix a = read_matrix_market(file, options);
+    if (!a.is_square()) continue;
+    const Triangle t = make_triangle(a, 30);
+    for (SptrsvAlgorithm alg : kAlgorithms) {
+      check_algorithm<double>(t, alg, {SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit}, 1);
+      check_algorithm<double>(t, alg, {SparseFormat::csc, TriangleKind::upper, DiagonalKind::unit}, 8);
+    }
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(Sptrsv, UpdateValuesReusesThePlan) {
+  SPADE_REQUIRE_GPU();
+  const Triangle first = make_triangle(laplacian_2d(30, 20), 40), second = make_triangle(laplacian_2d(30, 20), 41);
+  for (SptrsvAlgorithm a : kAlgorithms)
+    for (SparseFormat f : {SparseFormat::csr, SparseFormat::csc}) {
+      const Variant v{f, TriangleKind::upper, DiagonalKind::non_unit};
+      const DeviceMatrix<double> m1(first, v), m2(second, v);
+      SptrsvOptions options;
+      options.algorithm = a;
+      SptrsvPlan<double> plan(m1.view, options);
+      plan.update_values(m2.val.get());
+      check_solves(plan, second, v, 1, 2, describe(a, v, 1) + " after update_values");
+    }
+}
+
+TEST(SptrsvErrors, ZeroDiagonalNamesTheRow) {
+  SPADE_REQUIRE_GPU();
+  Triangle t = make_triangle(laplacian_2d(10, 10), 50);
+  // Row 37 of L: its diagonal is the first entry of column 37.
+  t.lower.values()[t.lower.col_ptr()[37]] = 0.0;
+  t.lower_t = t.lower.transpose();
+  for (const Variant& v : all_variants()) {
+    const DeviceMatrix<double> m(t, v);
+    if (v.diagonal == DiagonalKind::unit) {
+      EXPECT_NO_THROW(SptrsvPlan<double>{m.view});
+      continue;
+    }
+    try {
+      SptrsvPlan<double> plan(m.view);
+      ADD_FAILURE() << "no error for a zero diagonal";
+    } catch (const NumericalError& e) {
+      EXPECT_EQ(e.kind(), NumericalError::Kind::singular);
+      EXPECT_EQ(e.index(), 37);
+    }
+  }
+}
+
+TEST(SptrsvErrors, MissingDiagonalIsSingularUnlessUnit) {
+  SPADE_REQUIRE_GPU();
+  const Triangle t = make_triangle(laplacian_2d(8, 8), 51, false);
+  const DeviceMatrix<double> m(t, {SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit});
+  try {
+    SptrsvPlan<double> plan(m.view);
+    ADD_FAILURE() << "no error for a missing diagonal";
+  } catch (const NumericalError& e) {
+    EXPECT_EQ(e.kind(), NumericalError::Kind::singular);
+    EXPECT_EQ(e.index(), 0);
+  }
+}
+
+TEST(SptrsvErrors, UpdateValuesWithZeroDiagonal) {
+  SPADE_REQUIRE_GPU();
+  const Triangle t = make_triangle(laplacian_2d(8, 8), 52);
+  const Variant v{SparseFormat::csc, TriangleKind::upper, DiagonalKind::non_unit};
+  const DeviceMatrix<double> m(t, v);
+  SptrsvPlan<double> plan(m.view);
+  std::vector<double> vals = DeviceMatrix<double>::source(t, v).values();
+  // CSC of U = L^T: the diagonal is the last entry of each column; zero that of column 5.
+  vals[DeviceMatrix<double>::source(t, v).col_ptr()[6] - 1] = 0.0;
+  DeviceVector<double> d_vals(vals);
+  try {
+    plan.update_values(d_vals.get());
+    ADD_FAILURE() << "no error for a zero diagonal";
+  } catch (const NumericalError& e) {
+    EXPECT_EQ(e.index(), 5);
+  }
+}
+
+TEST(SptrsvErrors, EntryOutsideTheTriangle) {
+  SPADE_REQUIRE_GPU();
+  const Triangle t = make_triangle(laplacian_2d(6, 6), 53);
+  // L's CSC arrays read as an upper CSC triangle: every off-diagonal entry is below the diagonal.
+  const DeviceMatrix<double> m(t, {SparseFormat::csc, TriangleKind::lower, DiagonalKind::non_unit});
+  DeviceTriangle<double> wrong = m.view;
+  wrong.triangle = TriangleKind::upper;
+  EXPECT_THROW(SptrsvPlan<double>{wrong}, InvalidInput);
+}
+
+TEST(SptrsvErrors, UnsortedOrOutOfRangeIndices) {
+  SPADE_REQUIRE_GPU();
+  // 3x3 lower CSR: row 2 lists columns 1, 0 (unsorted), then a copy with column 7.
+  DeviceVector<std::int32_t> ptr(std::vector<std::int32_t>{0, 1, 2, 5});
+  DeviceVector<index_t> unsorted(std::vector<index_t>{0, 1, 1, 0, 2}), out_of_range(std::vector<index_t>{0, 1, 0, 7, 2});
+  DeviceVector<double> val(std::vector<double>{1, 1, 0.1, 0.1, 1});
+  DeviceTriangle<double> a{3, 5, ptr.get(), unsorted.get(), val.get()};
+  EXPECT_THROW(SptrsvPlan<double>{a}, InvalidInput);
+  a.ind = out_of_range.get();
+  EXPECT_THROW(SptrsvPlan<double>{a}, InvalidInput);
+}
+
+TEST(SptrsvErrors, BadArguments) {
+  SPADE_REQUIRE_GPU();
+  const Triangle t = make_triangle(laplacian_2d(6, 6), 54);
+  const DeviceMatrix<double> m(t, {SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit});
+  DeviceTriangle<double> bad = m.view;
+  bad.ptr = nullptr;
+  EXPECT_THROW(SptrsvPlan<double>{bad}, InvalidInput);
+  bad = m.view;
+  bad.n = -1;
+  EXPECT_THROW(SptrsvPlan<double>{bad}, InvalidInput);
+  bad = m.view;
+  bad.nnz -= 1;  // ptr[n] no longer matches
+  EXPECT_THROW(SptrsvPlan<double>{bad}, InvalidInput);
+  SptrsvPlan<double> plan(m.view);
+  DeviceVector<double> b(36), x(36);
+  EXPECT_THROW(plan.solve(b.get(), 36, x.get(), 36, 0), InvalidInput);
+  EXPECT_THROW(plan.solve(b.get(), 35, x.get(), 36, 1), InvalidInput);
+  EXPECT_THROW(plan.solve(nullptr, 36, x.get(), 36, 1), InvalidInput);
+}
+
+}  // namespace
+}  // namespace spade
