@@ -162,24 +162,27 @@ LowerPattern strict_part(index_t n, const std::vector<offset_t>& ptr, const std:
 
 offset_t trapezoid_entries(offset_t cols, offset_t rows) { return cols * rows - cols * (cols - 1) / 2; }
 
-// Predicted nnz(L) and flops (without supernodes) of the ordering perm: etree + postorder + column counts.
-struct Prediction {
+// The elimination tree of P A P^T for an ordering perm, summarized: its postorder, and the predicted nnz(L)
+// and flops (without supernodes), from etree + postorder + column counts.
+struct OrderingAnalysis {
+  std::vector<index_t> post;
   offset_t nnz_l = 0;
   double flops = 0;
 };
 
-Prediction predict(const SparseMatrix& A, const std::vector<index_t>& perm) {
+OrderingAnalysis analyze_ordering(const SparseMatrix& A, const std::vector<index_t>& perm) {
   std::vector<offset_t> ptr, source;
   std::vector<index_t> rows;
   permuted_lower(A, inverse_permutation(perm), ptr, rows, source);
   const LowerPattern L = strict_part(A.cols(), ptr, rows);
   const std::vector<index_t> parent = etree_of(L);
-  Prediction p;
-  for (index_t c : col_counts_of(L, parent, postorder(parent))) {
-    p.nnz_l += c;
-    p.flops += static_cast<double>(c) * c;
+  OrderingAnalysis a;
+  a.post = postorder(parent);
+  for (index_t c : col_counts_of(L, parent, a.post)) {
+    a.nnz_l += c;
+    a.flops += static_cast<double>(c) * c;
   }
-  return p;
+  return a;
 }
 
 bool pattern_is_symmetric(const SparseMatrix& A) {
@@ -249,18 +252,23 @@ std::shared_ptr<const SymbolicFactor> analyze(const SparseMatrix& A, const Analy
   // 1. Fill-reducing ordering. Automatic: AMD, and METIS too when AMD's factor is both fill-heavy and
   //    flop-heavy (CHOLMOD's rule: nnz(L) >= 5 nnz(tril(A)) and flops >= 500 nnz(L)); the smaller nnz(L) wins.
   std::vector<index_t> perm0;
+  OrderingAnalysis chosen;
   if (options.ordering) {
     S->ordering = *options.ordering;
     perm0 = fill_reducing_ordering(A, S->ordering);
+    chosen = analyze_ordering(A, perm0);
   } else {
     S->ordering = OrderingMethod::amd;
     perm0 = fill_reducing_ordering(A, OrderingMethod::amd);
-    const Prediction amd = predict(A, perm0);
+    chosen = analyze_ordering(A, perm0);
     const double lower_nnz = 0.5 * static_cast<double>(A.nnz() + n);
-    if (static_cast<double>(amd.nnz_l) >= 5 * lower_nnz && amd.flops >= 500 * static_cast<double>(amd.nnz_l)) {
+    if (static_cast<double>(chosen.nnz_l) >= 5 * lower_nnz &&
+        chosen.flops >= 500 * static_cast<double>(chosen.nnz_l)) {
       std::vector<index_t> nd = fill_reducing_ordering(A, OrderingMethod::metis);
-      if (predict(A, nd).nnz_l < amd.nnz_l) {
+      OrderingAnalysis metis = analyze_ordering(A, nd);
+      if (metis.nnz_l < chosen.nnz_l) {
         perm0 = std::move(nd);
+        chosen = std::move(metis);
         S->ordering = OrderingMethod::metis;
       }
     }
@@ -268,15 +276,9 @@ std::shared_ptr<const SymbolicFactor> analyze(const SparseMatrix& A, const Analy
   const auto ordered = std::chrono::steady_clock::now();
   S->ordering_seconds = std::chrono::duration<double>(ordered - start).count();
 
-  // 2. Etree of P0 A P0^T and its postorder; compose, so that C = P A P^T is postordered.
-  {
-    std::vector<offset_t> ptr, source;
-    std::vector<index_t> rows;
-    permuted_lower(A, inverse_permutation(perm0), ptr, rows, source);
-    const std::vector<index_t> post = postorder(etree_of(strict_part(n, ptr, rows)));
-    S->perm.resize(n);
-    for (index_t k = 0; k < n; ++k) S->perm[k] = perm0[post[k]];
-  }
+  // 2. Compose the ordering with its etree postorder, so that C = P A P^T is postordered.
+  S->perm.resize(n);
+  for (index_t k = 0; k < n; ++k) S->perm[k] = perm0[chosen.post[k]];
   S->iperm = inverse_permutation(S->perm);
   permuted_lower(A, S->iperm, S->c_ptr, S->c_rows, S->c_source);
   const LowerPattern L = strict_part(n, S->c_ptr, S->c_rows);

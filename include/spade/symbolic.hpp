@@ -95,7 +95,7 @@ struct SymbolicFactor {
   double flops = 0;          ///< floating-point operations of the numeric factorization, sum_j c_j^2 over
                              ///< the stored columns (c_j = stored nnz of column j of L), as CHOLMOD counts
   double solve_flops = 0;    ///< operations of one forward plus backward solve: 4 nnz(L) - 2 n
-  double ordering_seconds = 0;  ///< wall time of the fill-reducing ordering (both, for the automatic choice)
+  double ordering_seconds = 0;  ///< wall time of the fill-reducing ordering(s) and their fill prediction
   double symbolic_seconds = 0;  ///< wall time of the rest of the analysis
 
   index_t supernode_cols(index_t s) const { return supernode_begin[s + 1] - supernode_begin[s]; }
