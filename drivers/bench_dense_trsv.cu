@@ -87,7 +87,19 @@ double copy_bandwidth_gbs(cudaStream_t stream) {
 struct Row {
   int n;
   double floor_us, cublas_n, ours_n, ours_inv_n, cublas_t, ours_t, ours_inv_t, invert, cublas_16, ours_16;
-  double rows32, rows64, rows128, unsplit;
+  std::vector<double> variants;  // kVariants, in order
+};
+
+/// Variants of the tuning options timed for the variants table (inverted diagonal blocks).
+struct Variant {
+  spade::Transpose trans;
+  int rows_per_block, chunk_columns;
+};
+const Variant kVariants[] = {
+    {spade::Transpose::no, 32, 512},   {spade::Transpose::no, 64, 128},   {spade::Transpose::no, 64, 512},
+    {spade::Transpose::no, 128, 128},  {spade::Transpose::no, 128, 256},  {spade::Transpose::no, 128, 512},
+    {spade::Transpose::no, 128, 0},    {spade::Transpose::yes, 64, 128},  {spade::Transpose::yes, 128, 128},
+    {spade::Transpose::yes, 128, 512}, {spade::Transpose::yes, 128, 0},
 };
 
 std::string fmt(double v, int digits = 1) {
@@ -131,7 +143,8 @@ int main(int argc, char** argv) {
     }
     ws.check(stream);
     const int reps = n >= 16384 ? 15 : 41, warm = 3;
-    auto trsv = [&](spade::Transpose t, bool use_inv, int rows_per_block, int chunk_columns = 512) {
+    auto trsv = [&](spade::Transpose t, bool use_inv, int rows_per_block,
+                  int chunk_columns = spade::DenseTrsvOptions::kAutoChunk) {
       spade::DenseTrsvOptions o;
       o.rows_per_block = rows_per_block;
       o.chunk_columns = chunk_columns;
@@ -155,10 +168,7 @@ int main(int argc, char** argv) {
     r.cublas_t = cublas_trsv(CUBLAS_OP_T);
     r.ours_t = trsv(spade::Transpose::yes, false, 0);
     r.ours_inv_t = trsv(spade::Transpose::yes, true, 0);
-    r.rows32 = trsv(spade::Transpose::no, true, 32);
-    r.rows64 = trsv(spade::Transpose::no, true, 64);
-    r.rows128 = trsv(spade::Transpose::no, true, 128);
-    r.unsplit = trsv(spade::Transpose::no, true, 128, 0);
+    for (const Variant& v : kVariants) r.variants.push_back(trsv(v.trans, true, v.rows_per_block, v.chunk_columns));
     r.invert = median_us(warm, reps, [&](int i) {
       const int c = i % copies;
       spade::dense_trsv_invert_diagonal<double>(spade::Diagonal::non_unit, n, L[c], lda, inv[c], ws, stream);
@@ -196,11 +206,17 @@ int main(int argc, char** argv) {
                 fmt(r.ours_inv_t).c_str(), fmt(r.cublas_t / best_t, 2).c_str(), fmt(r.ours_inv_t / r.ours_inv_n, 2).c_str(),
                 fmt(r.invert).c_str());
   }
-  std::printf("\n### Variants (N, inverted diagonal blocks; us): rows per block row, and 128 rows without splitting rows\n\n");
-  std::printf("| n | 32 | 64 | 128 | 128, unsplit |\n|---:|---:|---:|---:|---:|\n");
-  for (const Row& r : rows)
-    std::printf("| %d | %s | %s | %s | %s |\n", r.n, fmt(r.rows32).c_str(), fmt(r.rows64).c_str(), fmt(r.rows128).c_str(),
-                fmt(r.unsplit).c_str());
+  std::printf("\n### Variants (inverted diagonal blocks; us): direction / rows per block row / chunk columns (0: unsplit)\n\n| n |");
+  for (const Variant& v : kVariants)
+    std::printf(" %s %d/%d |", v.trans == spade::Transpose::yes ? "T" : "N", v.rows_per_block, v.chunk_columns);
+  std::printf("\n|---:|");
+  for (std::size_t i = 0; i < std::size(kVariants); ++i) std::printf("---:|");
+  std::printf("\n");
+  for (const Row& r : rows) {
+    std::printf("| %d |", r.n);
+    for (double t : r.variants) std::printf(" %s |", fmt(t).c_str());
+    std::printf("\n");
+  }
   std::printf("\n### 16 right-hand sides, FP64, N, non-unit (us)\n\n| n | cuBLAS dtrsm | ours (inv) | speedup |\n|---:|---:|---:|---:|\n");
   for (const Row& r : rows)
     std::printf("| %d | %s | %s | %sx |\n", r.n, fmt(r.cublas_16).c_str(), fmt(r.ours_16).c_str(), fmt(r.cublas_16 / r.ours_16, 2).c_str());

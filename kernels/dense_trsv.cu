@@ -9,18 +9,20 @@
 //   1. cache the diagonal block (its P (P + 1) / 2 tiles of L, or of its inverse if given) in shared
 //      memory, transposed for the transposed solve, while nothing waits on it;
 //   2. the bulk: every warp streams the off-diagonal tiles of one tile row in the order their x becomes
-//      available, each tile loaded into registers one step ahead (double-buffered) before the warp waits on
-//      the global progress counter (acquire) for the x it multiplies;
+//      available, each tile loaded into registers one step ahead (double-buffered) before the warp polls
+//      the published x it multiplies (the next tile's x is loaded while the current one is multiplied);
 //   3. reduce the warps' partial sums, solve the diagonal block from shared memory (one block-parallel
 //      product with its inverse, block_apply_inverse, or P dependent tile solves, block_solve_diagonal),
-//      write x, and publish the block row with a release store of the counter.
+//      write x to the caller's X and publish each value (kernels/dense_trsv.cuh: every value is its own
+//      ready flag, so a hand-off costs one read of the values instead of a fence, a flag and a read).
 // A block row whose bulk is longer than options.chunk_columns is split into chunk tasks, so that the
 // long rows near the end do not each stream through a single multiprocessor: the other chunks add their
 // partial sums into a per-row global buffer and count themselves done; the last chunk (the columns next
 // to the diagonal) owns the row. Tasks are numbered row by row in solve order, chunks in order, so every
 // wait is on a smaller ticket. The grid is persistent (one task per resident block at a time); the last
-// block to exit resets the ticket counters, and each owner clears its row's partial sums and chunk
-// count, so the next launch needs no memset.
+// block to exit resets the ticket counters, each owner clears its row's partial sums and chunk count and
+// resets its share of the other publication buffer (launches alternate between two), so the next launch
+// needs no memset.
 #include "spade/dense_trsv.hpp"
 
 #include <algorithm>
@@ -55,8 +57,8 @@ __device__ inline T* inverse_tile(T* inv, int gq, int gp) {
          (gp % kInvTiles) * kTile * kInvBlock;
 }
 
-// Counters in the workspace: [0] ticket, [1] progress (block rows finished), [2] exits; status after.
-constexpr int kTicket = 0, kProgress = 1, kExits = 2, kCounterInts = 4;
+// Counters in the workspace: [0] ticket, [1] exits, [2, 3] unused; the status after them.
+constexpr int kTicket = 0, kExits = 1, kCounterInts = 4;
 
 template <typename T, int K, int P, bool Trans>
 constexpr std::size_t trsm_smem_bytes() {
@@ -70,7 +72,7 @@ template <typename T, int K, int P, bool Trans>
 __global__ void __launch_bounds__(kThreads, 1)
     trsm_kernel(int n, int nrhs, const T* __restrict__ L, long long lda, const T* __restrict__ inv, T* X,
                 long long ldx, bool unit, int chunk_tiles, int* counters, DeviceStatus* status, int* chunks_done,
-                T* partial) {
+                T* partial, T* pub, T* pub_other, long long ldp, long long reset_count) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* const diag = reinterpret_cast<T*>(smem_raw);
   T* const stage = diag + P * (P + 1) / 2 * kTileSmem;
@@ -146,16 +148,39 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       };
       auto column = [&](int m) { return Trans ? ntiles - 1 - m : m; };
-      // x of tile column tc is final once its block row is published (progress counts block rows).
-      auto needed = [&](int tc) { return Trans ? nbr - tc / P : tc / P + 1; };
-      // Stages the x rows of tile column tc into one of the warp's two x slots in shared memory.
-      auto stage_x = [&](int tc, T* slot) {
+      // Loads this lane's published x rows of tile column tc into registers (rows past n and columns
+      // past nrhs read as zero); true if all of this lane's are published (vote for the tile).
+      auto load_x = [&](int tc, T(&v)[K]) {
         const int xr = tc * kTile + lane;
+        bool ready = true;
 #pragma unroll
-        for (int k = 0; k < K; ++k) slot[lane * K + k] = (xr < n && k < nrhs) ? __ldcg(X + xr + k * ldx) : T(0);
+        for (int k = 0; k < K; ++k) {
+          v[k] = T(0);
+          if (xr < n && k < nrhs) {
+            const bits_of<T> b = load_published(pub + xr + k * ldp);
+            ready = ready && b != kUnpublished<T>;
+            v[k] = value_of<T>(b);
+          }
+        }
+        return ready;
       };
-      // The owner of a split row folds the other chunks' partial sums of its tile row into acc while it
-      // has slack (before its first wait on the progress counter, or after its last tile): warps w < P.
+      auto put_x = [&](const T(&v)[K], T* slot) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) slot[lane * K + k] = v[k];
+      };
+      // Waits (bounded) until tile column tc is published and stages it into slot.
+      auto wait_x = [&](int tc, T* slot) {
+        T v[K];
+        Backoff backoff;
+        backoff.quick = kQuickPolls;
+        while (!__all_sync(0xffffffffu, load_x(tc, v)))
+          if (!backoff.pause(status, t)) return false;
+        put_x(v, slot);
+        return true;
+      };
+      // The owner of a split row folds the other chunks' partial sums of its tile row into acc (warps
+      // w < P) just before its tiles next to the diagonal, which wait on the block row solved just before:
+      // the other chunks have had the most time by then, and the owner is not yet on the critical path.
       T* const row_partial = partial + std::size_t(t) * P * kTile * K;
       bool fetched = !(owner && chunks > 1 && warp < P);
       auto fetch_partials = [&]() {
@@ -175,48 +200,36 @@ __global__ void __launch_bounds__(kThreads, 1)
         fetched = true;
         return true;
       };
-      int known = 0;
       int m = chunk * chunk_tiles + warp / P;
       T cur[kTile];
-      bool staged = false;  // x of the current tile already staged (issued during the previous tile)
+      bool staged = false;  // x of the current tile already staged (found published during the previous tile)
       if (m < ncols) load(m, cur);
 #pragma unroll 1
       for (int j = 0; m < ncols; m += stride, ++j) {
         T next[kTile];
         const bool more = m + stride < ncols;
         if (more) load(m + stride, next);
-        const int tc = column(m);
         T* const slot = xs + (j & 1) * kTile * K;
-        if (!staged) {
-          if (known < needed(tc)) {
-            if (!fetched && !fetch_partials()) {
-              if (lane == 0) failed_s = 1;
-              break;
-            }
-            int seen = 0;
-            if (lane == 0) {
-              seen = acquire_load(&counters[kProgress]);
-              for (int poll = 0; poll < kQuickPolls && seen < needed(tc); ++poll) seen = acquire_load(&counters[kProgress]);
-              if (seen < needed(tc)) seen = wait_at_least(&counters[kProgress], needed(tc), status, t) ? needed(tc) : -1;
-            }
-            seen = __shfl_sync(0xffffffffu, seen, 0);
-            if (seen < 0) {
-              if (lane == 0) failed_s = 1;
-              break;
-            }
-            known = seen;
-          }
-          stage_x(tc, slot);
+        const bool near_diagonal = Trans ? column(m) < tile0 + tiles + P : column(m) >= tile0 - P;
+        if (!fetched && near_diagonal && !fetch_partials()) {
+          if (lane == 0) failed_s = 1;
+          break;
         }
-        // Stage the next tile's x now if it is already final, so that its latency overlaps this one's.
-        staged = more && needed(column(m + stride)) <= known;
-        if (staged) stage_x(column(m + stride), xs + ((j + 1) & 1) * kTile * K);
+        if (!staged && !wait_x(column(m), slot)) {
+          if (lane == 0) failed_s = 1;
+          break;
+        }
+        // Issue the loads of the next tile's x now; they arrive while this tile is multiplied.
+        T xnext[K];
+        const bool next_lane_ready = more && load_x(column(m + stride), xnext);
         __syncwarp();
         if (Trans) {
           warp_store_tile(cur, sc, true);
           warp_read_tile(sc, cur);
         }
         warp_tile_matvec<T, K>(cur, slot, acc);
+        staged = __all_sync(0xffffffffu, next_lane_ready);
+        if (staged) put_x(xnext, xs + ((j + 1) & 1) * kTile * K);
         __syncwarp();
 #pragma unroll
         for (int c = 0; c < kTile; ++c) cur[c] = next[c];
@@ -252,17 +265,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (chunks > 1 && threadIdx.x == 0) device_atomic_int(chunks_done[t]).store(0, cuda::memory_order_relaxed);
     __syncthreads();
     if (inv != nullptr)
-      block_apply_inverse<T, K, P, kWarps>(diag, r, stage, Trans, tiles, X, ldx, row0, n, nrhs);
+      block_apply_inverse<T, K, P, kWarps>(diag, r, stage, Trans, tiles, X, ldx, pub, ldp, row0, n, nrhs);
     else
-      block_solve_diagonal<T, K, P>(diag, r, Trans, unit, tiles, last_valid, X, ldx, row0, n, nrhs, status);
-    if (threadIdx.x == 0) release_store(&counters[kProgress], t + 1);
+      block_solve_diagonal<T, K, P>(diag, r, Trans, unit, tiles, last_valid, X, ldx, pub, ldp, row0, n, nrhs,
+                                    status);
+    // Reset this block row's share of the other publication buffer (what the launch before wrote there),
+    // so that the next launch finds it unpublished.
+    const long long share = (reset_count + nbr - 1) / nbr;
+    for (long long e = t * share + threadIdx.x; e < min((t + 1) * share, reset_count); e += kThreads)
+      reinterpret_cast<bits_of<T>*>(pub_other)[e] = kUnpublished<T>;
   }
 
   // The last block out resets the counters for the next launch (every ticket has been taken by then).
   if (threadIdx.x == 0) {
     if (device_atomic_int(counters[kExits]).fetch_add(1, cuda::memory_order_acq_rel) == int(gridDim.x) - 1) {
       device_atomic_int(counters[kTicket]).store(0, cuda::memory_order_relaxed);
-      device_atomic_int(counters[kProgress]).store(0, cuda::memory_order_relaxed);
       device_atomic_int(counters[kExits]).store(0, cuda::memory_order_relaxed);
     }
   }
@@ -360,10 +377,16 @@ void launch_trsm(int n, int nrhs, const T* L, int lda, const T* inv, T* X, int l
   const std::size_t done_bytes = (std::size_t(ntiles + kInvTiles) * sizeof(int) + 255) / 256 * 256;
   const std::size_t partial_bytes = std::size_t(ntiles + kInvTiles) * kTile * kMaxPanel * sizeof(T);
   char* const aux = static_cast<char*>(ws.scratch(done_bytes + partial_bytes, stream));
+  // Publication: column k of this panel's solution at pub + k * ldp.
+  const long long ldp = std::int64_t(ntiles) * kTile;
+  const auto buffers = ws.publication(kMaxPanel * ldp * sizeof(T), ((nrhs - 1) * ldp + n) * sizeof(T), stream);
+  const long long reset_count = (buffers.other_dirty_bytes + sizeof(T) - 1) / sizeof(T);
   int* counters = ws.device_counters();
   auto* status = reinterpret_cast<DeviceStatus*>(counters + kCounterInts);
   kernel<<<grid, kThreads, smem, stream>>>(n, nrhs, L, lda, inv, X, ldx, unit, chunk_tiles, counters, status,
-                                           reinterpret_cast<int*>(aux), reinterpret_cast<T*>(aux + done_bytes));
+                                           reinterpret_cast<int*>(aux), reinterpret_cast<T*>(aux + done_bytes),
+                                           static_cast<T*>(buffers.current), static_cast<T*>(buffers.other), ldp,
+                                           reset_count);
   SPADE_CUDA_CHECK_LAUNCH();
 }
 
@@ -401,13 +424,42 @@ DenseTrsvWorkspace::DenseTrsvWorkspace() {
   int device = 0;
   SPADE_CUDA_CHECK(cudaGetDevice(&device));
   SPADE_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device));
-  SPADE_CUDA_CHECK(cudaMalloc(&counters_, (kCounterInts + 2) * sizeof(int)));
-  SPADE_CUDA_CHECK(cudaMemset(counters_, 0, (kCounterInts + 2) * sizeof(int)));
+  static_assert(sizeof(kernels::DeviceStatus) % sizeof(int) == 0, "the status follows the counters");
+  const std::size_t bytes = kCounterInts * sizeof(int) + sizeof(kernels::DeviceStatus);
+  SPADE_CUDA_CHECK(cudaMalloc(&counters_, bytes));
+  SPADE_CUDA_CHECK(cudaMemset(counters_, 0, bytes));
+}
+
+void DenseTrsvWorkspace::set_spin_limit(long long polls) {
+  if (polls < 0) throw InvalidInput("DenseTrsvWorkspace::set_spin_limit: polls = " + std::to_string(polls) + " < 0");
+  auto* status = reinterpret_cast<kernels::DeviceStatus*>(counters_ + kCounterInts);
+  SPADE_CUDA_CHECK(cudaMemcpy(&status->spin_limit, &polls, sizeof(polls), cudaMemcpyHostToDevice));
 }
 
 DenseTrsvWorkspace::~DenseTrsvWorkspace() {
+  cudaFree(published_);
   cudaFree(scratch_);
   cudaFree(counters_);
+}
+
+DenseTrsvWorkspace::Publication DenseTrsvWorkspace::publication(std::size_t bytes, std::size_t written,
+                                                                cudaStream_t stream) {
+  if (bytes > published_bytes_) {
+    SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    SPADE_CUDA_CHECK(cudaFree(published_));
+    published_ = nullptr;
+    published_bytes_ = 0;
+    SPADE_CUDA_CHECK(cudaMalloc(&published_, 2 * bytes));
+    published_bytes_ = bytes;
+    SPADE_CUDA_CHECK(cudaMemsetAsync(published_, 0xff, 2 * bytes, stream));
+    dirty_[0] = dirty_[1] = 0;
+  }
+  epoch_ ^= 1;
+  char* const base = static_cast<char*>(published_);
+  Publication p{base + epoch_ * published_bytes_, base + (epoch_ ^ 1) * published_bytes_, dirty_[epoch_ ^ 1]};
+  dirty_[epoch_] = written;
+  dirty_[epoch_ ^ 1] = 0;
+  return p;
 }
 
 void* DenseTrsvWorkspace::scratch(std::size_t bytes, cudaStream_t stream) {
@@ -428,8 +480,10 @@ void DenseTrsvWorkspace::check(cudaStream_t stream) {
   kernels::DeviceStatus status{};
   SPADE_CUDA_CHECK(cudaMemcpy(&status, counters_ + kCounterInts, sizeof(status), cudaMemcpyDeviceToHost));
   if (status.code == kernels::kStatusOk) return;
-  SPADE_CUDA_CHECK(cudaMemset(counters_, 0, (kCounterInts + 2) * sizeof(int)));
+  SPADE_CUDA_CHECK(cudaMemset(counters_, 0, (kCounterInts + 2) * sizeof(int)));  // counters, code, index
   if (scratch_ != nullptr) SPADE_CUDA_CHECK(cudaMemset(scratch_, 0, scratch_bytes_));
+  if (published_ != nullptr) SPADE_CUDA_CHECK(cudaMemset(published_, 0xff, 2 * published_bytes_));
+  dirty_[0] = dirty_[1] = 0;
   if (status.code == kernels::kStatusZeroPivot)
     throw NumericalError(NumericalError::Kind::singular, status.index,
                          "dense triangular solve: zero diagonal element in row " + std::to_string(status.index));
@@ -479,14 +533,15 @@ void dense_trsm(Transpose trans, Diagonal diag, int n, int nrhs, const T* L, int
   require(rows == 0 || rows == 32 || rows == 64 || rows == 128,
           "dense_trsm: options.rows_per_block = " + std::to_string(rows) + " is not 0, 32, 64 or 128");
   const int chunk = options.chunk_columns;
-  require(chunk >= 0 && chunk % kInvBlock == 0,
-          "dense_trsm: options.chunk_columns = " + std::to_string(chunk) + " is not a non-negative multiple of 128");
-  const int chunk_tiles = chunk / kTile;
+  require(chunk == DenseTrsvOptions::kAutoChunk || (chunk >= 0 && chunk % kInvBlock == 0),
+          "dense_trsm: options.chunk_columns = " + std::to_string(chunk) +
+              " is not kAutoChunk (-1) or a non-negative multiple of 128");
+  const bool t = trans == Transpose::yes, unit = diag == Diagonal::unit;
+  const int chunk_tiles = (chunk == DenseTrsvOptions::kAutoChunk ? (!t && n > 16384 ? 512 : 128) : chunk) / kTile;
   if (n == 0 || nrhs == 0) return;
   require(L != nullptr, "dense_trsm: L is null");
   require(X != nullptr, "dense_trsm: X is null");
   const int rows_per_block = rows != 0 ? rows : (n <= 32 ? 32 : n <= 64 ? 64 : 128);
-  const bool t = trans == Transpose::yes, unit = diag == Diagonal::unit;
   for (int first = 0; first < nrhs; first += kMaxPanel) {
     const int panel = std::min(kMaxPanel, nrhs - first);
     T* Xp = X + std::size_t(first) * ldx;

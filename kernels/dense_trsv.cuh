@@ -18,14 +18,55 @@
 //
 // Synchronization contract of every function here: "warp" functions must be called by all 32 lanes of one
 // warp together (convergent), and synchronize only that warp (__syncwarp); "block" functions must be called
-// by every thread of the block and end with __syncthreads(). None of them touches global-memory flags:
-// inter-block ordering is the caller's business (see kernels/sync.cuh and dense_trsv.cu).
+// by every thread of the block and end with __syncthreads(). Inter-block ordering goes through published
+// values only (below): a solved x value is stored once, with a relaxed atomic store, into a buffer that
+// held the all-ones "unpublished" bit pattern, and a consumer polls the values themselves, so each value
+// is its own ready flag: no fence and no separate flag on the critical path (Liu et al. 2016 and
+// YuenyeungSpTRSV 2021 use the same idea for sparse solves).
 // Minimum architecture: Volta (sm_70; independent thread scheduling, __nanosleep); built for sm_90.
 #pragma once
+
+#include <cuda/atomic>
+
+#include <cstring>
+#include <type_traits>
 
 #include "kernels/sync.cuh"
 
 namespace spade::kernels::dense {
+
+/// Unsigned integer of the size of T (the bit pattern of a published value).
+template <typename T>
+using bits_of = std::conditional_t<sizeof(T) == 8, unsigned long long, unsigned int>;
+
+/// The "not yet published" bit pattern: all ones, a NaN that arithmetic never produces (publish_value
+/// replaces it by the canonical NaN, so that a NaN solution still counts as published).
+template <typename T>
+constexpr bits_of<T> kUnpublished = ~bits_of<T>(0);
+
+/// Loads a value of a publication buffer (relaxed, device scope; never cached in L1).
+template <typename T>
+__device__ inline bits_of<T> load_published(const T* p) {
+  return cuda::atomic_ref<bits_of<T>, cuda::thread_scope_device>(*reinterpret_cast<bits_of<T>*>(const_cast<T*>(p)))
+      .load(cuda::memory_order_relaxed);
+}
+
+/// Publishes v (relaxed store, device scope); the unpublished pattern is replaced by the canonical NaN.
+template <typename T>
+__device__ inline void publish_value(T* p, T v) {
+  bits_of<T> b;
+  memcpy(&b, &v, sizeof(T));
+  if (b == kUnpublished<T>) b = sizeof(T) == 8 ? bits_of<T>(0x7ff8000000000000ull) : bits_of<T>(0x7fc00000u);
+  cuda::atomic_ref<bits_of<T>, cuda::thread_scope_device>(*reinterpret_cast<bits_of<T>*>(p))
+      .store(b, cuda::memory_order_relaxed);
+}
+
+template <typename T>
+__device__ inline T value_of(bits_of<T> b) {
+  T v;
+  memcpy(&v, &b, sizeof(T));
+  return v;
+}
 
 constexpr int kTile = 32;                  ///< tile edge, one row per lane
 constexpr int kTileLd = kTile + 1;         ///< padded row stride of a tile in shared memory
@@ -213,14 +254,14 @@ __device__ inline void warp_invert_tile(const T (&row)[kTile], T* m, T* orig, bo
 ///           block row on entry, the solution on exit.
 ///   tiles - number of tiles of the block row inside the matrix (1..P); `last_valid` rows in the last one.
 ///   x, ldx, row0 - global destination of the solution (rows row0 ..), written for rows < n and columns
-///           < nrhs; the caller publishes it (release) after this returns.
+///           < nrhs; each value is also published (publish_value) at pub[row + k * ldp].
 /// Needs >= P warps: warp 0 solves the diagonal tiles one after the other (warp_solve_tile), warps 1.. apply
 /// each solved panel to the rest of the block row. Every thread of the block must call it; contains
 /// 2 tiles - 1 __syncthreads(), the last one after the global writes.
 template <typename T, int K, int P>
 __device__ inline void block_solve_diagonal(const T* diag, T* r, bool transpose, bool unit, int tiles,
-                                            int last_valid, T* x, long long ldx, int row0, int n, int nrhs,
-                                            DeviceStatus* status) {
+                                            int last_valid, T* x, long long ldx, T* pub, long long ldp, int row0,
+                                            int n, int nrhs, DeviceStatus* status) {
   const int lane = threadIdx.x % kTile, warp = threadIdx.x / kTile;
   for (int step = 0; step < tiles; ++step) {
     const int p = transpose ? tiles - 1 - step : step;
@@ -237,7 +278,10 @@ __device__ inline void block_solve_diagonal(const T* diag, T* r, bool transpose,
       for (int k = 0; k < K; ++k) {
         rp[lane * K + k] = v[k];
         const int gr = row0 + p * kTile + lane;
-        if (gr < n && k < nrhs) x[gr + k * ldx] = v[k];
+        if (gr < n && k < nrhs) {
+          x[gr + k * ldx] = v[k];
+          publish_value(pub + gr + k * ldp, v[k]);
+        }
       }
     }
     __syncthreads();
@@ -267,12 +311,12 @@ __device__ inline void block_solve_diagonal(const T* diag, T* r, bool transpose,
 ///           diagonal block, from dense_trsv_invert_diagonal.
 ///   r     - shared memory, P panels of 32 x K: the right-hand sides (read only).
 ///   stage - shared memory, W panels of 32 x K: the warps' partial sums.
-///   x, ldx, row0, n, nrhs - global destination, as for block_solve_diagonal.
+///   x, ldx, pub, ldp, row0, n, nrhs - global destination and publication, as for block_solve_diagonal.
 /// W warps (W a multiple of P): warp w takes tile row w % P and every (W / P)-th tile of it. Every thread
 /// of the block must call it; contains 2 __syncthreads(), the last one after the global writes.
 template <typename T, int K, int P, int W>
 __device__ inline void block_apply_inverse(const T* diag, const T* r, T* stage, bool transpose, int tiles, T* x,
-                                           long long ldx, int row0, int n, int nrhs) {
+                                           long long ldx, T* pub, long long ldp, int row0, int n, int nrhs) {
   static_assert(W % P == 0, "the warps must split evenly over the tile rows");
   const int lane = threadIdx.x % kTile, warp = threadIdx.x / kTile;
   const int q = warp % P;
@@ -295,7 +339,10 @@ __device__ inline void block_apply_inverse(const T* diag, const T* r, T* stage, 
     T sum = T(0);
     for (int w = tq; w < W; w += P) sum += stage[w * kTile * K + within];
     const int gr = row0 + tq * kTile + within / K, k = within % K;
-    if (gr < n && k < nrhs) x[gr + k * ldx] = sum;
+    if (gr < n && k < nrhs) {
+      x[gr + k * ldx] = sum;
+      publish_value(pub + gr + k * ldp, sum);
+    }
   }
   __syncthreads();
 }

@@ -7,8 +7,8 @@
 //    order the hardware dispatches blocks in.
 //  - A producer publishes with release ordering after its data writes; a consumer reads the flag or counter
 //    with acquire ordering before it reads the data (cuda::atomic_ref, device scope).
-//  - Every spin-wait is bounded: after `kSpinLimit` polls with backoff it records an error in a flag the
-//    host reads, and gives up instead of hanging the GPU.
+//  - Every spin-wait is bounded: after `DeviceStatus::spin_limit` polls (default `kSpinLimit`) with backoff
+//    it records an error in a flag the host reads, and gives up instead of hanging the GPU.
 #pragma once
 
 #include <cuda/atomic>
@@ -24,14 +24,16 @@ enum StatusCode : int {
   kStatusZeroPivot = 2,    ///< zero on a non-unit diagonal; the payload is the row
 };
 
-/// Device status: a code and a payload (the row or column concerned). Zero-initialize before a launch.
+/// Device status: a code and a payload (the row or column concerned), and the spin limit the kernels
+/// read. Zero-initialize before the first launch; `code` and `index` must be zero at every launch.
 struct DeviceStatus {
   int code;
   int index;
+  long long spin_limit;  ///< polls before a spin-wait gives up; 0 means kSpinLimit (tests set it small)
 };
 
-/// Polls before a spin-wait gives up. With the __nanosleep backoff below this is several seconds of
-/// waiting, orders of magnitude longer than any legitimate wait.
+/// Default polls before a spin-wait gives up. With the __nanosleep backoff below this is several seconds
+/// of waiting, orders of magnitude longer than any legitimate wait.
 constexpr long long kSpinLimit = 1ll << 26;
 
 using device_atomic_int = cuda::atomic_ref<int, cuda::thread_scope_device>;
@@ -65,22 +67,25 @@ __device__ inline int acquire_load(int* flag) {
   return device_atomic_int(*flag).load(cuda::memory_order_acquire);
 }
 
-/// Spin-wait bookkeeping for every bounded wait: kSpinLimit polls at most, the first few without sleeping,
-/// then a __nanosleep backoff doubling up to 256 ns; gives up early once another thread has reported an
-/// error, so one failure does not leave the rest of the grid spinning.
+/// Spin-wait bookkeeping for every bounded wait: status->spin_limit polls at most (kSpinLimit when 0), the
+/// first few without sleeping, then a __nanosleep backoff doubling up to 256 ns; gives up early once
+/// another thread has reported an error, so one failure does not leave the rest of the grid spinning.
 struct Backoff {
   long long polls = 0;
+  long long limit = 0;
+  int quick = 4;  ///< polls before the first sleep
   unsigned sleep_ns = 8;
   /// After an unsuccessful poll: false when the wait must give up (kStatusSpinTimeout is then reported
   /// with `who`, unless the wait ends because of another thread's error).
   __device__ bool pause(DeviceStatus* status, int who) {
-    if (++polls >= kSpinLimit) {
+    if (polls == 0) limit = status->spin_limit > 0 ? status->spin_limit : kSpinLimit;
+    if (++polls >= limit) {
       report_status(status, kStatusSpinTimeout, who);
       return false;
     }
     if ((polls & 255) == 0 && device_atomic_int(status->code).load(cuda::memory_order_relaxed) != kStatusOk)
       return false;
-    if (polls > 4) {
+    if (polls > quick) {
       __nanosleep(sleep_ns);
       if (sleep_ns < 256) sleep_ns *= 2;
     }

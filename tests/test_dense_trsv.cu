@@ -239,7 +239,8 @@ bool sweep_one(int n, int lda, const std::vector<int>& rhs_counts, const std::ve
   return true;
 }
 
-std::vector<Variant> all_variants(const std::vector<int>& rows_per_block, const std::vector<int>& chunks = {512}) {
+std::vector<Variant> all_variants(const std::vector<int>& rows_per_block,
+                                  const std::vector<int>& chunks = {DenseTrsvOptions::kAutoChunk}) {
   std::vector<Variant> out;
   for (Transpose trans : {Transpose::no, Transpose::yes})
     for (Diagonal diag : {Diagonal::non_unit, Diagonal::unit})
@@ -299,6 +300,20 @@ TEST(DenseTrsv, Size20000Double) {
   ASSERT_TRUE(sweep_one<double>(20000, 20001, {1}, all_variants({0}), ws, 20000));
 }
 
+// One workspace across launches that shrink and grow n, change the number of right-hand sides and switch
+// precision: every launch must find the publication buffer it polls reset, whatever the launch before it
+// (two launches back, on the same buffer) wrote there.
+TEST(DenseTrsv, WorkspaceReuseAcrossSizesPanelsAndPrecisions) {
+  SPADE_REQUIRE_GPU();
+  DenseTrsvWorkspace ws;
+  const std::vector<Variant> variants = all_variants({0});
+  std::uint64_t seed = 15000;
+  for (int n : {700, 65, 1000, 300, 1, 129, 1000, 2}) {
+    ASSERT_TRUE(sweep_one<double>(n, n, {1, 9}, variants, ws, ++seed)) << "n = " << n;
+    ASSERT_TRUE(sweep_one<float>(n, n + 1, {3}, variants, ws, ++seed)) << "n = " << n;
+  }
+}
+
 TEST(DenseTrsv, ZeroDiagonalIsReportedWithItsRow) {
   SPADE_REQUIRE_GPU();
   DenseTrsvWorkspace ws;
@@ -339,6 +354,8 @@ TEST(DenseTrsv, InvalidArgumentsThrowBeforeLaunching) {
   bad.rows_per_block = 48;
   EXPECT_THROW(spade::dense_trsm<double>(Transpose::no, Diagonal::unit, 8, 1, p, 8, nullptr, p, 8, ws, nullptr, bad), InvalidInput);
   bad.rows_per_block = 0;
+  bad.chunk_columns = -2;
+  EXPECT_THROW(spade::dense_trsm<double>(Transpose::no, Diagonal::unit, 8, 1, p, 8, nullptr, p, 8, ws, nullptr, bad), InvalidInput);
   bad.chunk_columns = 100;
   EXPECT_THROW(spade::dense_trsm<double>(Transpose::no, Diagonal::unit, 8, 1, p, 8, nullptr, p, 8, ws, nullptr, bad), InvalidInput);
   EXPECT_THROW(spade::dense_trsv_invert_diagonal<double>(Diagonal::unit, 8, p, 4, p, ws, nullptr), InvalidInput);
@@ -348,12 +365,13 @@ TEST(DenseTrsv, InvalidArgumentsThrowBeforeLaunching) {
 }
 
 // A corrupted ticket counter makes the block with ticket 1 wait for a block row nobody computes: the
-// bounded spin-wait must report it (NumericalError no_progress) instead of hanging. Slow (the spin limit
-// of kernels/sync.cuh is tens of seconds), hence disabled by default: run with
-// --gtest_also_run_disabled_tests --gtest_filter='*SpinWait*'.
-TEST(DenseTrsv, DISABLED_SpinWaitTimeoutIsReported) {
+// bounded spin-wait must report it (NumericalError no_progress) instead of hanging. A small spin limit
+// keeps the wait to milliseconds; the workspace is usable again afterwards.
+TEST(DenseTrsv, SpinWaitTimeoutIsReported) {
   SPADE_REQUIRE_GPU();
   DenseTrsvWorkspace ws;
+  ws.set_spin_limit(1 << 14);
+  EXPECT_THROW(ws.set_spin_limit(-1), spade::InvalidInput);
   const int n = 64;
   const Triangle t = make_triangle(n, n, 7);
   DeviceTriangle<double> dL(t);

@@ -27,26 +27,30 @@ namespace spade {
 enum class Transpose { no, yes };    ///< solve with L (x := L^{-1} x) or with L^T (x := L^{-T} x)
 enum class Diagonal { non_unit, unit };  ///< unit: the diagonal is taken as 1 and never read
 
-/// Tuning knobs of dense_trsm; the defaults are what drivers/bench_dense_trsv found fastest (H100, H200).
+/// Tuning knobs of dense_trsm; the defaults are what drivers/bench_dense_trsv found fastest (H200).
 struct DenseTrsvOptions {
+  static constexpr int kAutoChunk = -1;
   /// Rows per block row of the multi-block kernel: 32, 64 or 128, or 0 to choose by n (128 for n > 64,
   /// else the smallest that covers n). A larger block row means fewer inter-block hand-offs on the
   /// critical path, a longer diagonal step per hand-off and more shared memory per block.
   int rows_per_block = 0;
-  /// Off-diagonal columns per task, a multiple of 128, or 0 for one task per block row. A block row with
-  /// more is split into tasks on different thread blocks whose partial sums meet in global memory, so
-  /// that the long rows of a large matrix do not each stream through one multiprocessor.
-  int chunk_columns = 512;
+  /// Off-diagonal columns per task, a multiple of 128, 0 for one task per block row, or kAutoChunk (128,
+  /// and 512 for the non-transposed solve with n > 16384). A block row with more is split into tasks on
+  /// different thread blocks whose partial sums meet in global memory, so that the long rows of a large
+  /// matrix do not each stream through one multiprocessor, and the task that owns a block row (the
+  /// columns next to its diagonal) has few tiles to load once the row before it is solved.
+  int chunk_columns = kAutoChunk;
 };
 
-/// Device state of the solves: the work-ticket, progress and exit counters of the multi-block kernel, the
-/// device status word (kernels/sync.cuh) and a scratch buffer for split block rows (about 2 KB per 32
-/// rows of the largest n solved). The kernels leave all of it reset at the end of each launch, so
-/// launches need no memset. One workspace serves one stream at a time (two launches in flight at once on
-/// different streams must use different workspaces). Created on the current CUDA device.
+/// Device state of the solves: the work-ticket and exit counters of the multi-block kernel, the device
+/// status word (kernels/sync.cuh), a scratch buffer for split block rows (about 2 KB per 32 rows of the
+/// largest n solved) and two publication buffers (8 values per row each). Each launch leaves the state
+/// ready for the next one, so launches need no memset. One workspace serves one stream at a time (two
+/// launches in flight at once on different streams must use different workspaces). Created on the current
+/// CUDA device.
 class DenseTrsvWorkspace {
  public:
-  DenseTrsvWorkspace();  ///< allocates 24 bytes of device memory; throws ResourceError on failure
+  DenseTrsvWorkspace();  ///< allocates 32 bytes of device memory; throws ResourceError on failure
   ~DenseTrsvWorkspace();
   DenseTrsvWorkspace(const DenseTrsvWorkspace&) = delete;
   DenseTrsvWorkspace& operator=(const DenseTrsvWorkspace&) = delete;
@@ -56,6 +60,11 @@ class DenseTrsvWorkspace {
   /// (a dependency that never arrived: a bug, or corrupted counters), ResourceError for a CUDA error. On
   /// error the workspace is reset, so it can be used again.
   void check(cudaStream_t stream);
+
+  /// Polls before a spin-wait of the kernels gives up and reports no_progress (0: the default of
+  /// kernels/sync.cuh, seconds of waiting). Tests that provoke a timeout set it small. Synchronous; throws
+  /// InvalidInput for a negative value. Do not call while a launch is in flight.
+  void set_spin_limit(long long polls);
 
   /// Device pointer to the counters {ticket, progress, exits, unused}; exposed for tests that provoke a
   /// spin-wait timeout. Do not write them while a launch is in flight.
@@ -67,11 +76,28 @@ class DenseTrsvWorkspace {
   /// clears it on `stream`.
   void* scratch(std::size_t bytes, cudaStream_t stream);
 
+  /// The two publication buffers of dense_trsm, for one launch. Each solved x value is published into
+  /// `current` as it is computed, and later block rows poll these values (the all-ones bit pattern means
+  /// "not yet"); the launch also resets the first `other_dirty_bytes` of `other`, which the launch before
+  /// wrote, so the two buffers alternate from launch to launch without a memset. `bytes` is the size the
+  /// launch needs per buffer (grows both like scratch(), filled with all-ones bits), `written` how many
+  /// leading bytes of `current` the launch may write.
+  struct Publication {
+    void* current;
+    void* other;
+    std::size_t other_dirty_bytes;
+  };
+  Publication publication(std::size_t bytes, std::size_t written, cudaStream_t stream);
+
  private:
-  int* counters_ = nullptr;  // 4 ints of counters, then the DeviceStatus {code, index}
+  int* counters_ = nullptr;  // 4 ints of counters, then the kernels::DeviceStatus {code, index, spin_limit}
   int multiprocessors_ = 0;
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
+  void* published_ = nullptr;          // two buffers of published_bytes_ each
+  std::size_t published_bytes_ = 0;
+  std::size_t dirty_[2] = {0, 0};      // leading bytes of each buffer a launch may have written
+  int epoch_ = 0;                      // buffer of the last launch
 };
 
 /// Number of elements of the inverted-diagonal buffer for an n x n matrix: one 128 x 128 block per
