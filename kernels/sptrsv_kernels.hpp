@@ -39,8 +39,8 @@ struct LowerPart {
 };
 
 /// One pass over nr <= R right-hand sides (device, column-major). The kernels run with R = 1 when nr == 1
-/// and R = kRhsPerPass otherwise; per-unknown scratch (left_sum, the fused solution buffers) holds R
-/// interleaved values per unknown.
+/// and R = kRhsPerPass otherwise; per-unknown scratch holds R values per unknown: interleaved in left_sum
+/// (right-hand side r of unknown i at i * R + r), rhs-major in the fused solution buffers (at r * n + i).
 template <typename T>
 struct RhsPass {
   const T* b;
@@ -194,7 +194,7 @@ void solve_columns(const LowerPart<T>& L, const std::int32_t* jlev, const std::i
                    const std::int32_t* local_deg, int* counter, int epoch, T* left_sum, const RhsPass<T>& rhs,
                    const Schedule& s, cudaStream_t stream);
 /// thread / fused: nitems work items (fused_items); y_cur holds sentinels before the launch and the
-/// solution (n * R, interleaved) after it; y_next is reset to sentinels for the next launch.
+/// solution (n * R, rhs-major: r * n + i) after it; y_next is reset to sentinels for the next launch.
 template <typename T>
 void solve_fused(const LowerPart<T>& L, const std::int32_t* items, int nitems, T* y_cur, T* y_next,
                  const RhsPass<T>& rhs, const Schedule& s, cudaStream_t stream);

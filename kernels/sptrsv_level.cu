@@ -2,6 +2,11 @@
 // systems in CUDA", 2017): the unknowns of one level are independent, so each level is one launch and the
 // launch boundary is the only synchronization. LEVR: a warp per row of CSR gathers its row; LEVC: a warp
 // per column of CSC finishes its unknown and scatters the updates into x with atomics.
+//
+// Right-hand sides: the lanes are split among the R right-hand sides of the pass (RhsLanes: for R = 8,
+// four lanes per right-hand side, each taking every fourth entry), so a lane does one right-hand side's
+// arithmetic, one load or atomic per entry, and a row's sums are reduced over four lanes (2 shuffles) rather
+// than over the warp for each of the R right-hand sides (40 shuffles and R loads per entry and lane).
 #include "kernels/sptrsv_common.cuh"
 
 namespace spade::kernels::sptrsv {
@@ -10,51 +15,41 @@ namespace {
 template <typename T, int R>
 __global__ void levr_kernel(LowerPart<T> L, const std::int32_t* jlev, std::int32_t begin, std::int32_t end,
                             RhsPass<T> rhs) {
-  const int lane = threadIdx.x % kWarpSize;
+  const RhsLanes<R> lanes(threadIdx.x % kWarpSize);
   const std::int32_t pos = begin + (blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
   if (pos >= end) return;
   const index_t i = jlev[pos];
-  T sum[R] = {};
-  for (std::int32_t k = L.ptr[i] + lane; k < L.ptr[i + 1]; k += kWarpSize) {
-    const index_t c = caller_index(L.ind[k], L.n, L.reversed);
-    const T a = L.val[k];
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-      if (r < rhs.nr) sum[r] += a * rhs.x[c + std::int64_t(r) * rhs.ldx];
-  }
-  const index_t ui = caller_index(i, L.n, L.reversed);
-  const T d = L.diag[i];
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const T s = warp_sum(sum[r]);
-    if (lane == r && r < rhs.nr) rhs.x[ui + std::int64_t(r) * rhs.ldx] = (rhs.b[ui + std::int64_t(r) * rhs.ldb] - s) / d;
+  const bool mine = lanes.r < rhs.nr;
+  const std::int64_t xcol = std::int64_t(lanes.r) * rhs.ldx;
+  T sum = T(0);
+  if (mine)
+    for (std::int32_t k = L.ptr[i] + lanes.slot; k < L.ptr[i + 1]; k += RhsLanes<R>::kSlots)
+      sum += L.val[k] * rhs.x[caller_index(L.ind[k], L.n, L.reversed) + xcol];
+  sum = RhsLanes<R>::slot_sum(sum);
+  if (mine && lanes.slot == 0) {
+    const index_t ui = caller_index(i, L.n, L.reversed);
+    rhs.x[ui + xcol] = (rhs.b[ui + std::int64_t(lanes.r) * rhs.ldb] - sum) / L.diag[i];
   }
 }
 
 template <typename T, int R>
 __global__ void levc_kernel(LowerPart<T> L, const std::int32_t* jlev, std::int32_t begin, std::int32_t end,
                             RhsPass<T> rhs) {
-  const int lane = threadIdx.x % kWarpSize;
+  const RhsLanes<R> lanes(threadIdx.x % kWarpSize);
   const std::int32_t pos = begin + (blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
   if (pos >= end) return;
   const index_t j = jlev[pos];
   const index_t uj = caller_index(j, L.n, L.reversed);
-  const T d = L.diag[j];
-  // x[j] holds b[j] minus every update of the earlier levels; all lanes read it before lane r rewrites it.
-  T xj[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) xj[r] = r < rhs.nr ? rhs.x[uj + std::int64_t(r) * rhs.ldx] / d : T(0);
+  const bool mine = lanes.r < rhs.nr;
+  const std::int64_t xcol = std::int64_t(lanes.r) * rhs.ldx;
+  // x[j] holds b[j] minus every update of the earlier levels; the lanes of r all read it before the
+  // first of them rewrites it.
+  const T xj = mine ? rhs.x[uj + xcol] / L.diag[j] : T(0);
   __syncwarp();
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-    if (lane == r && r < rhs.nr) rhs.x[uj + std::int64_t(r) * rhs.ldx] = xj[r];
-  for (std::int32_t k = L.ptr[j] + lane; k < L.ptr[j + 1]; k += kWarpSize) {
-    const index_t ui = caller_index(L.ind[k], L.n, L.reversed);
-    const T a = L.val[k];
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-      if (r < rhs.nr) atomicAdd(&rhs.x[ui + std::int64_t(r) * rhs.ldx], -a * xj[r]);
-  }
+  if (mine && lanes.slot == 0) rhs.x[uj + xcol] = xj;
+  if (mine)
+    for (std::int32_t k = L.ptr[j] + lanes.slot; k < L.ptr[j + 1]; k += RhsLanes<R>::kSlots)
+      atomicAdd(&rhs.x[caller_index(L.ind[k], L.n, L.reversed) + xcol], -L.val[k] * xj);
 }
 
 constexpr int kLevelWarps = 8;

@@ -7,50 +7,76 @@
 // Work is handed out by block tickets (kernels/sync.cuh), never by blockIdx. Flags and counters are never
 // reset between solves: launch number `epoch` waits for flag == epoch (SLFR) or counter == epoch * degree
 // (SLFC, syncfree), so each solve needs no memset.
+//
+// Right-hand sides: the waiting is the same for any number of them; for the arithmetic the lanes are
+// split among the R right-hand sides of the pass (RhsLanes: for R = 8, four lanes per right-hand side), so
+// a lane does one load or one atomic per entry, as in a one-rhs solve, and sums are reduced over four
+// lanes instead of over the warp once per right-hand side.
 #include "kernels/sptrsv_common.cuh"
 
 namespace spade::kernels::sptrsv {
 namespace {
 
-// SLFR: every lane waits (relaxed polls, then an acquire fence) on the flags of its own columns, then the warp reduces; lane r writes
-// right-hand side r and lane 0 publishes the row with a release store after a __syncwarp.
+// SLFR: the lanes wait (relaxed polls, then an acquire fence) on the flags of the row's columns, 32 at a
+// time; after a __syncwarp every lane has seen every column solved, and the lanes of right-hand side r
+// gather their share of the row; lane slot 0 of r writes x, and lane 0 publishes the row with a release
+// store after a __syncwarp.
 template <typename T, int R>
 __global__ void __launch_bounds__(kBlockThreads) slfr_kernel(LowerPart<T> L, const std::int32_t* jlev, int* flag,
                                                              int epoch, RhsPass<T> rhs, Schedule s) {
   const int ticket = block_ticket(s.tickets);
   const int lane = threadIdx.x % kWarpSize;
+  const RhsLanes<R> lanes(lane);
   const std::int32_t pos = ticket * kBlockWarps + threadIdx.x / kWarpSize;
   if (pos < L.n) {
     const index_t i = jlev[pos];
     const index_t ui = caller_index(i, L.n, L.reversed);
+    const bool mine = lanes.r < rhs.nr;
+    const std::int64_t xcol = std::int64_t(lanes.r) * rhs.ldx;
     // b and the diagonal are read before waiting, off the critical path.
     const T d = L.diag[i];
-    const T bi = lane < rhs.nr && lane < R ? rhs.b[ui + std::int64_t(lane) * rhs.ldb] : T(0);
-    T sum[R] = {};
-    for (std::int32_t k = L.ptr[i] + lane; k < L.ptr[i + 1]; k += kWarpSize) {
-      const index_t c = L.ind[k];
-      if (!wait_at_least(&flag[c], epoch, s.status, i)) break;
-      const index_t uc = caller_index(c, L.n, L.reversed);
-      const T a = L.val[k];
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-        if (r < rhs.nr) sum[r] += a * rhs.x[uc + std::int64_t(r) * rhs.ldx];
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const T total = warp_sum(sum[r]);
-      if (lane == r && r < rhs.nr) rhs.x[ui + std::int64_t(r) * rhs.ldx] = (bi - total) / d;
-    }
+    const T bi = mine && lanes.slot == 0 ? rhs.b[ui + std::int64_t(lanes.r) * rhs.ldb] : T(0);
+    const std::int32_t begin = L.ptr[i], end = L.ptr[i + 1];
+    for (std::int32_t k = begin + lane; k < end; k += kWarpSize)
+      if (!wait_at_least(&flag[L.ind[k]], epoch, s.status, i)) break;
+    __syncwarp();
+    T sum = T(0);
+    if (mine)
+      for (std::int32_t k = begin + lanes.slot; k < end; k += RhsLanes<R>::kSlots)
+        sum += L.val[k] * rhs.x[caller_index(L.ind[k], L.n, L.reversed) + xcol];
+    sum = RhsLanes<R>::slot_sum(sum);
+    if (mine && lanes.slot == 0) rhs.x[ui + xcol] = (bi - sum) / d;
     __syncwarp();
     if (lane == 0) release_store(&flag[i], epoch);
   }
   block_finished(s.tickets, gridDim.x);
 }
 
+// Many right-hand sides: the lanes of every right-hand side have added their updates of a column; after a
+// __syncwarp (which orders the other lanes' atomics before this lane's fence, whose release covers them,
+// as for the flag of SLFR) and one release fence, the lanes of the first right-hand side move the
+// counters of the column's rows, one increment per entry.
+template <int R, bool kScratchpad, typename T>
+__device__ inline void publish_counters(const LowerPart<T>& L, std::int32_t begin, std::int32_t end,
+                                        const RhsLanes<R>& lanes, index_t base, int* s_count, int* counter) {
+  if (end == begin) return;  // uniform over the warp
+  __syncwarp();
+  cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
+  if (lanes.r != 0) return;
+  for (std::int32_t k = begin + lanes.slot; k < end; k += RhsLanes<R>::kSlots) {
+    const index_t i = L.ind[k];
+    if (kScratchpad && i < base + kBlockWarps)
+      cuda::atomic_ref<int, cuda::thread_scope_block>(s_count[i - base]).fetch_add(1, cuda::memory_order_relaxed);
+    else
+      device_atomic_int(counter[i]).fetch_add(1, cuda::memory_order_relaxed);
+  }
+}
+
 // SLFC (jlev != nullptr) and syncfree (kScratchpad): lane 0 waits until the in-degree counter(s) show every
-// update arrived, lane r finishes right-hand side r from b and left_sum (resetting left_sum for the next
-// solve), then the lanes add the column times x into left_sum of the rows below: all atomic adds of a lane
-// first, one release fence, then the counter increments.
+// update arrived; lane slot 0 of right-hand side r finishes it from b and left_sum (resetting left_sum for
+// the next solve) and shares it with the other lanes of r; the lanes of r add their share of the column
+// times x into left_sum of the rows below (one atomic per entry and lane), then the counters move
+// (publish_counters; with one right-hand side each lane publishes its own entries, as the papers do).
 template <typename T, int R, bool kScratchpad>
 __global__ void __launch_bounds__(kBlockThreads)
     column_kernel(LowerPart<T> L, const std::int32_t* jlev, const std::int32_t* global_deg,
@@ -61,57 +87,68 @@ __global__ void __launch_bounds__(kBlockThreads)
   if (kScratchpad && threadIdx.x < kBlockWarps) s_count[threadIdx.x] = 0;
   const int ticket = block_ticket(s.tickets);  // its __syncthreads also orders the scratchpad zeroing
   const int lane = threadIdx.x % kWarpSize;
+  const RhsLanes<R> lanes(lane);
   const index_t base = ticket * kBlockWarps;
   const std::int32_t pos = base + threadIdx.x / kWarpSize;
   if (pos < L.n) {
     const index_t j = kScratchpad ? pos : jlev[pos];
     const index_t uj = caller_index(j, L.n, L.reversed);
+    const bool mine = lanes.r < rhs.nr;
+    const bool finisher = mine && lanes.slot == 0;
     // b and the diagonal are read before waiting, off the critical path.
     const T d = L.diag[j];
-    const T bj = lane < rhs.nr && lane < R ? rhs.b[uj + std::int64_t(lane) * rhs.ldb] : T(0);
+    const T bj = finisher ? rhs.b[uj + std::int64_t(lanes.r) * rhs.ldb] : T(0);
     if (lane == 0) {
       if (wait_at_least(&counter[j], epoch * global_deg[j], s.status, j) && kScratchpad)
         wait_at_least<cuda::thread_scope_block>(&s_count[j - base], local_deg[j], s.status, j);
     }
     __syncwarp();
-    T mine = T(0);
-    if (lane < rhs.nr && lane < R) {
-      T left = load_relaxed(&left_sum[std::int64_t(j) * R + lane]);
-      if (kScratchpad) left += cuda::atomic_ref<T, cuda::thread_scope_block>(s_left[(j - base) * R + lane])
-                                   .load(cuda::memory_order_relaxed);
-      left_sum[std::int64_t(j) * R + lane] = T(0);
-      mine = (bj - left) / d;
-      rhs.x[uj + std::int64_t(lane) * rhs.ldx] = mine;
+    T value = T(0);
+    if (finisher) {
+      T left = load_relaxed(&left_sum[std::int64_t(j) * R + lanes.r]);
+      if (kScratchpad)
+        left += cuda::atomic_ref<T, cuda::thread_scope_block>(s_left[(j - base) * R + lanes.r])
+                    .load(cuda::memory_order_relaxed);
+      left_sum[std::int64_t(j) * R + lanes.r] = T(0);
+      value = (bj - left) / d;
+      rhs.x[uj + std::int64_t(lanes.r) * rhs.ldx] = value;
     }
-    T xj[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) xj[r] = __shfl_sync(kFullMask, mine, r);
+    const T xj = __shfl_sync(kFullMask, value, lanes.r * RhsLanes<R>::kSlots);
     const std::int32_t begin = L.ptr[j], end = L.ptr[j + 1];
-    bool any_global = false;
-    for (std::int32_t k = begin + lane; k < end; k += kWarpSize) {
-      const index_t i = L.ind[k];
-      const T a = L.val[k];
-      const bool local = kScratchpad && i < base + kBlockWarps;
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        if (r >= rhs.nr) continue;
-        if (local)
-          atomicAdd(&s_left[(i - base) * R + r], a * xj[r]);
-        else
-          atomicAdd(&left_sum[std::int64_t(i) * R + r], a * xj[r]);
-      }
-      if (local)
-        cuda::atomic_ref<int, cuda::thread_scope_block>(s_count[i - base]).fetch_add(1, cuda::memory_order_release);
-      else
-        any_global = true;
-    }
-    if (any_global) {
-      cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
+    if constexpr (R == 1) {
+      // One right-hand side: each lane publishes its own entries, its atomics first, then (scratchpad)
+      // a release increment per entry or one release fence before its global counter increments.
+      bool any_global = false;
       for (std::int32_t k = begin + lane; k < end; k += kWarpSize) {
         const index_t i = L.ind[k];
-        if (!(kScratchpad && i < base + kBlockWarps))
-          device_atomic_int(counter[i]).fetch_add(1, cuda::memory_order_relaxed);
+        const T update = L.val[k] * xj;
+        if (kScratchpad && i < base + kBlockWarps) {
+          atomicAdd(&s_left[i - base], update);
+          cuda::atomic_ref<int, cuda::thread_scope_block>(s_count[i - base]).fetch_add(1, cuda::memory_order_release);
+        } else {
+          atomicAdd(&left_sum[i], update);
+          any_global = true;
+        }
       }
+      if (any_global) {
+        cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
+        for (std::int32_t k = begin + lane; k < end; k += kWarpSize) {
+          const index_t i = L.ind[k];
+          if (!(kScratchpad && i < base + kBlockWarps))
+            device_atomic_int(counter[i]).fetch_add(1, cuda::memory_order_relaxed);
+        }
+      }
+    } else {
+      if (mine)
+        for (std::int32_t k = begin + lanes.slot; k < end; k += RhsLanes<R>::kSlots) {
+          const index_t i = L.ind[k];
+          const T update = L.val[k] * xj;
+          if (kScratchpad && i < base + kBlockWarps)
+            atomicAdd(&s_left[(i - base) * R + lanes.r], update);
+          else
+            atomicAdd(&left_sum[std::int64_t(i) * R + lanes.r], update);
+        }
+      publish_counters<R, kScratchpad>(L, begin, end, lanes, base, s_count, counter);
     }
   }
   block_finished(s.tickets, gridDim.x);

@@ -85,10 +85,12 @@ struct Control {
   kernels::DeviceStatus status;
 };
 
-Control fresh_control() {
+/// The control words as every launch needs them, with the plan's spin limit (0: kernels::kSpinLimit).
+Control fresh_control(long long spin_limit) {
   Control c{};
   c.bad = ~0ull;
   c.zero_row = INT_MAX;
+  c.status.spin_limit = spin_limit;
   return c;
 }
 
@@ -145,6 +147,7 @@ struct SptrsvPlan<T>::Impl {
   T* y[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
   int parity[2] = {0, 0};
   int epoch = 0;
+  long long spin_limit = 0;  // set_spin_limit; rewritten with every reset of the control words
 
   ks::LowerPart<T> lower() const { return {stats.n, ptr, ind, val, diag, reversed}; }
   ks::Schedule schedule() const { return {control->tickets, &control->status}; }
@@ -242,7 +245,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   int* work2 = common.at<int>(o_work2);
 
   // Validation, the diagonal, the internal lower form in the input's orientation.
-  Control init = fresh_control();
+  Control init = fresh_control(spin_limit);
   SPADE_CUDA_CHECK(cudaMemcpyAsync(control, &init, sizeof(Control), cudaMemcpyHostToDevice, stream));
   const ks::InputTriangle<T> in{n, input_nnz, a.ptr, a.ind, a.values, csr, !reversed, unit};
   ks::inspect_triangle(in, count, diag, diag_src, &control->bad, &control->zero_row, stream);
@@ -370,7 +373,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
 template <typename T>
 void SptrsvPlan<T>::Impl::reset_scratch(cudaStream_t stream) {
   const index_t n = std::max(stats.n, 1);
-  Control init = fresh_control();
+  Control init = fresh_control(spin_limit);
   SPADE_CUDA_CHECK(cudaMemcpyAsync(control, &init, sizeof(Control), cudaMemcpyHostToDevice, stream));
   if (flag != nullptr) SPADE_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int) * n, stream));
   for (int w = 0; w < 2; ++w) {
@@ -489,6 +492,20 @@ void SptrsvPlan<T>::check(cudaStream_t stream) {
   throw NumericalError(NumericalError::Kind::no_progress, unknown,
                        std::string("sparse triangular solve (") + to_string(p.algorithm) +
                            "): a spin-wait gave up at unknown " + std::to_string(unknown));
+}
+
+template <typename T>
+void SptrsvPlan<T>::set_spin_limit(long long polls) {
+  if (polls < 0)
+    throw InvalidInput("SptrsvPlan::set_spin_limit: polls = " + std::to_string(polls) + " (must be >= 0)");
+  Impl& p = *impl_;
+  p.spin_limit = polls;
+  SPADE_CUDA_CHECK(cudaMemcpy(&p.control->status.spin_limit, &polls, sizeof(polls), cudaMemcpyHostToDevice));
+}
+
+template <typename T>
+int* SptrsvPlan<T>::device_tickets_for_testing() const {
+  return impl_->control->tickets;
 }
 
 template <typename T>

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -305,7 +306,7 @@ TEST(Sptrsv, OddRightHandSideCountsAndLeadingDimensions) {
   const Triangle t = make_triangle(random_chain(700, 3, 11), 6);
   const index_t n = t.lower.cols(), ld = n + 5;
   for (SptrsvAlgorithm a : kAlgorithms)
-    for (int nrhs : {3, 11}) {
+    for (int nrhs : {3, 11, 13}) {
       const Variant v{SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit};
       const DeviceMatrix<double> m(t, v);
       SptrsvOptions options;
@@ -324,6 +325,23 @@ TEST(Sptrsv, OddRightHandSideCountsAndLeadingDimensions) {
         std::copy_n(x_host.begin() + std::size_t(r) * ld, n, x_packed.begin() + std::size_t(r) * n);
       EXPECT_LE(relative_error(x_packed, ref), tolerance<double>(t)) << describe(a, v, nrhs);
     }
+}
+
+// One plan solving 8, then fewer, then more right-hand sides than a pass holds: the per-pass scratch of
+// a wide solve must not leak into a narrower one or the other way round.
+TEST(Sptrsv, ChangingRightHandSideCountsOnOnePlan) {
+  SPADE_REQUIRE_GPU();
+  const Triangle t = make_triangle(laplacian_3d(12, 11, 10, Stencil::seven_point), 15);
+  for (SptrsvAlgorithm a : kAlgorithms) {
+    const Variant v{SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit};
+    const DeviceMatrix<double> m(t, v);
+    SptrsvOptions options;
+    options.algorithm = a;
+    SptrsvPlan<double> plan(m.view, options);
+    for (int nrhs : {8, 3, 1, 13, 8, 5})
+      check_solves(plan, t, v, nrhs, 1, describe(a, v, nrhs) + " (changing counts)");
+    if (HasFatalFailure()) return;
+  }
 }
 
 TEST(Sptrsv, InPlaceSolve) {
@@ -483,6 +501,47 @@ TEST(SptrsvErrors, UpdateValuesWithZeroDiagonal) {
   } catch (const NumericalError& e) {
     EXPECT_EQ(e.index(), 5);
   }
+}
+
+// A spin-wait that can never finish is reported, within milliseconds, and the plan solves correctly
+// afterwards. The test hook starts the work tickets at 1 (as DenseTrsv.SpinWaitTimeoutIsReported does for
+// the dense workspace): the first thread block's unknowns are never solved, so their dependents on the
+// long chain wait until the spin limit.
+TEST(SptrsvErrors, SpinWaitTimeoutIsReported) {
+  SPADE_REQUIRE_GPU();
+  const Triangle t = make_triangle(random_chain(2000, 2, 55), 56);
+  const Variant v{SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit};
+  const DeviceMatrix<double> m(t, v);
+  const index_t n = t.lower.cols();
+  for (SptrsvAlgorithm a : {SptrsvAlgorithm::slfr, SptrsvAlgorithm::slfc, SptrsvAlgorithm::syncfree,
+                            SptrsvAlgorithm::thread, SptrsvAlgorithm::fused})
+    for (int nrhs : {1, 8}) {
+      SptrsvOptions options;
+      options.algorithm = a;
+      SptrsvPlan<double> plan(m.view, options);
+      EXPECT_THROW(plan.set_spin_limit(-1), InvalidInput);
+      plan.set_spin_limit(1 << 14);
+      DeviceVector<double> b(random_rhs(n, nrhs, 57)), x(std::size_t(n) * nrhs);
+      const int first_ticket = 1;
+      SPADE_CUDA_CHECK(
+          cudaMemcpy(plan.device_tickets_for_testing(), &first_ticket, sizeof(int), cudaMemcpyHostToDevice));
+      const auto start = std::chrono::steady_clock::now();
+      plan.solve(b.get(), n, x.get(), n, nrhs);
+      try {
+        plan.check();
+        ADD_FAILURE() << describe(a, v, nrhs) << ": timeout not reported";
+      } catch (const NumericalError& e) {
+        EXPECT_EQ(e.kind(), NumericalError::Kind::no_progress) << describe(a, v, nrhs);
+        EXPECT_GE(e.index(), 0);
+        EXPECT_LT(e.index(), n);
+      }
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      EXPECT_LT(ms, 1000.0) << describe(a, v, nrhs) << ": the timeout took " << ms << " ms";
+      // The limit survives check()'s reset, and the plan is valid again.
+      check_solves(plan, t, v, nrhs, 2, describe(a, v, nrhs) + " after a timeout");
+      if (HasFatalFailure()) return;
+    }
 }
 
 TEST(SptrsvErrors, EntryOutsideTheTriangle) {

@@ -28,10 +28,11 @@
 // back to the host). solve() only enqueues work on `stream` and never synchronizes; a failure inside a
 // kernel (a bounded spin-wait that gave up) is recorded on the device and reported by check(), the one
 // synchronizing query, which throws NumericalError (kind no_progress) and restores the plan's scratch so
-// that later solves are valid again. A plan's scratch is shared by its solves: use one plan from one stream
-// at a time (or give each stream its own plan). Requires compute capability 7.0 or newer (independent
-// thread scheduling): every kernel hands out work through atomic tickets in dependency order, publishes
-// with release and reads with acquire ordering (cuda::atomic_ref), and spins for a bounded time only.
+// that later solves are valid again (how long a wait may last: set_spin_limit). A plan's scratch is shared
+// by its solves: use one plan from one stream at a time (or give each stream its own plan). Requires
+// compute capability 7.0 or newer (independent thread scheduling): every kernel hands out work through
+// atomic tickets in dependency order, publishes with release and reads with acquire ordering
+// (cuda::atomic_ref), and spins for a bounded time only.
 //
 // Thrown: InvalidInput for bad arguments or a malformed matrix (naming the argument or the first bad row /
 // column), ResourceError for CUDA errors and sizes beyond 32-bit indices, NumericalError as above.
@@ -123,8 +124,10 @@ class SptrsvPlan {
   SptrsvPlan(const SptrsvPlan&) = delete;
   SptrsvPlan& operator=(const SptrsvPlan&) = delete;
 
-  /// Enqueues x := T^{-1} b for nrhs columns (device pointers, column-major, ldb and ldx >= n). Throws
-  /// InvalidInput for null pointers, nrhs < 1 or a leading dimension < n; ResourceError for CUDA errors.
+  /// Enqueues x := T^{-1} b for nrhs columns (device pointers, column-major, ldb and ldx >= n). The
+  /// columns are solved 8 at a time (one self-scheduled launch, or one sweep of level launches, per 8; the
+  /// last pass takes the rest). Throws InvalidInput for null pointers, nrhs < 1 or a leading dimension
+  /// < n; ResourceError for CUDA errors.
   void solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, cudaStream_t stream = nullptr);
   /// One right-hand side.
   void solve(const T* b, T* x, cudaStream_t stream = nullptr) { solve(b, n(), x, n(), 1, stream); }
@@ -132,6 +135,22 @@ class SptrsvPlan {
   /// Synchronizes `stream` and throws NumericalError (kind no_progress, index = the unknown that waited)
   /// if a solve enqueued since the last check gave up waiting; the plan is usable again afterwards.
   void check(cudaStream_t stream = nullptr);
+
+  /// Polls before a spin-wait of this plan's solve kernels gives up, so that check() throws NumericalError
+  /// (kind no_progress); 0 (the default) means kernels::kSpinLimit of kernels/sync.cuh, several seconds of
+  /// waiting, far beyond any legitimate wait. Tests that provoke a timeout set it small (1 << 14 polls
+  /// give up within milliseconds). The limit stays in force across check()'s restoring of the scratch.
+  /// Synchronous: returns once the device holds it (a blocking copy); do not call while a solve of this
+  /// plan is in flight. Throws InvalidInput for a negative value, ResourceError for a CUDA error.
+  void set_spin_limit(long long polls);
+
+  /// Test hook: device pointer to the plan's two work-ticket counters {next ticket, blocks finished},
+  /// zero between launches. A test that writes 1 to the first one (a plain cudaMemcpy, no launch in
+  /// flight) makes the next self-scheduled solve (slfr, slfc, syncfree, thread, fused) hand out tickets
+  /// from 1: the first thread block's unknowns are never solved and their dependents wait until the spin
+  /// limit, which check() then reports as no_progress, restoring the counters. levr and levc take no
+  /// tickets. Not for use outside tests.
+  int* device_tickets_for_testing() const;
 
   /// New values for the same pattern (device, same length and order as the constructor's `values`).
   /// Synchronizes `stream`; throws NumericalError (singular, with the row) for a zero on a non-unit
