@@ -121,9 +121,10 @@ void dense_trsv_invert_diagonal(Diagonal diag, int n, const T* L, int lda, T* in
 /// product, Hogg 2013's explicit inversion; the same buffer serves both directions and every
 /// rows_per_block, since the diagonal blocks of an inverse are the inverses of the diagonal blocks).
 /// One launch per panel of at most 8 right-hand sides; block rows are taken through an atomic ticket and
-/// their completion published through a global-memory progress counter (release/acquire). L (and inv)
-/// must not overlap X. The first solve with a larger n than before grows the workspace's scratch, which
-/// synchronizes `stream`; later solves are fully asynchronous.
+/// each solved value is published into the workspace's publication buffer, where later block rows poll
+/// it (the value is its own ready flag). L (and inv) must not overlap X. The first solve with a larger n
+/// than before grows the workspace's scratch and publication buffers, which synchronizes `stream`; later
+/// solves are fully asynchronous.
 template <typename T>
 void dense_trsm(Transpose trans, Diagonal diag, int n, int nrhs, const T* L, int lda, const T* inv, T* X,
                 int ldx, DenseTrsvWorkspace& ws, cudaStream_t stream, const DenseTrsvOptions& options = {});
