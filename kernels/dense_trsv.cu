@@ -41,7 +41,7 @@ constexpr int kMaxPanel = 8;  // right-hand sides per launch
 constexpr int kInvBlock = 128;  // edge of the inverted diagonal blocks (the largest block row)
 constexpr int kInvTiles = kInvBlock / kTile;
 constexpr int kCombineThreads = 1024;
-constexpr int kQuickPolls = 32;  // acquire polls without sleeping before the bounded, backing-off wait
+constexpr int kQuickPolls = 32;  // polls without sleeping before a bounded wait starts backing off
 
 /// Tasks of solve-order block row t: its off-diagonal tile columns in chunks of chunk_tiles (0: one task).
 template <int P, bool Trans>

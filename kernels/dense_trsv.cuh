@@ -26,8 +26,6 @@
 // Minimum architecture: Volta (sm_70; independent thread scheduling, __nanosleep); built for sm_90.
 #pragma once
 
-#include <cuda/atomic>
-
 #include <cstring>
 #include <type_traits>
 
@@ -40,25 +38,25 @@ template <typename T>
 using bits_of = std::conditional_t<sizeof(T) == 8, unsigned long long, unsigned int>;
 
 /// The "not yet published" bit pattern: all ones, a NaN that arithmetic never produces (publish_value
-/// replaces it by the canonical NaN, so that a NaN solution still counts as published).
+/// replaces it by the canonical NaN, so that a NaN solution still counts as published). Unlike the
+/// sparse solves' Sentinel (kernels/sptrsv_common.cuh), it reads as "not yet" in both precisions, because
+/// one workspace's buffers serve FP64 and FP32 launches, and it can be set with a byte memset.
 template <typename T>
 constexpr bits_of<T> kUnpublished = ~bits_of<T>(0);
 
-/// Loads a value of a publication buffer (relaxed, device scope; never cached in L1).
+/// Loads the bits of a value of a publication buffer (kernels/sync.cuh load_relaxed).
 template <typename T>
 __device__ inline bits_of<T> load_published(const T* p) {
-  return cuda::atomic_ref<bits_of<T>, cuda::thread_scope_device>(*reinterpret_cast<bits_of<T>*>(const_cast<T*>(p)))
-      .load(cuda::memory_order_relaxed);
+  return load_relaxed(reinterpret_cast<bits_of<T>*>(const_cast<T*>(p)));
 }
 
-/// Publishes v (relaxed store, device scope); the unpublished pattern is replaced by the canonical NaN.
+/// Publishes v (kernels/sync.cuh store_relaxed); the unpublished pattern becomes the canonical NaN.
 template <typename T>
 __device__ inline void publish_value(T* p, T v) {
   bits_of<T> b;
   memcpy(&b, &v, sizeof(T));
   if (b == kUnpublished<T>) b = sizeof(T) == 8 ? bits_of<T>(0x7ff8000000000000ull) : bits_of<T>(0x7fc00000u);
-  cuda::atomic_ref<bits_of<T>, cuda::thread_scope_device>(*reinterpret_cast<bits_of<T>*>(p))
-      .store(b, cuda::memory_order_relaxed);
+  store_relaxed(reinterpret_cast<bits_of<T>*>(p), b);
 }
 
 template <typename T>

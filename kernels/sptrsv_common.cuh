@@ -58,15 +58,6 @@ struct Sentinel<float> {
   __device__ static bool is(float v) { return static_cast<unsigned>(__float_as_int(v)) == bits; }
 };
 
-template <typename T>
-__device__ inline T load_relaxed(T* p) {
-  return cuda::atomic_ref<T, cuda::thread_scope_device>(*p).load(cuda::memory_order_relaxed);
-}
-template <typename T>
-__device__ inline void store_relaxed(T* p, T v) {
-  cuda::atomic_ref<T, cuda::thread_scope_device>(*p).store(v, cuda::memory_order_relaxed);
-}
-
 /// Lanes of a warp split among R right-hand sides (R a power of two <= 32): lane = r * kSlots + slot, so
 /// that the kSlots lanes of right-hand side r take every kSlots-th entry of a row or column and each lane
 /// does the arithmetic of one right-hand side, as in a one-rhs solve, instead of looping over all R. With

@@ -67,6 +67,18 @@ __device__ inline int acquire_load(int* flag) {
   return device_atomic_int(*flag).load(cuda::memory_order_acquire);
 }
 
+/// Relaxed device-scope load and store, for values that are their own ready flags (a "not yet" bit
+/// pattern until one relaxed store writes the value; nothing else is published with it, so neither side
+/// needs a fence). Never cached in L1.
+template <typename T>
+__device__ inline T load_relaxed(T* p) {
+  return cuda::atomic_ref<T, cuda::thread_scope_device>(*p).load(cuda::memory_order_relaxed);
+}
+template <typename T>
+__device__ inline void store_relaxed(T* p, T v) {
+  cuda::atomic_ref<T, cuda::thread_scope_device>(*p).store(v, cuda::memory_order_relaxed);
+}
+
 /// Spin-wait bookkeeping for every bounded wait: status->spin_limit polls at most (kSpinLimit when 0), the
 /// first few without sleeping, then a __nanosleep backoff doubling up to 256 ns; gives up early once
 /// another thread has reported an error, so one failure does not leave the rest of the grid spinning.
