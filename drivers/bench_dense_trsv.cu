@@ -9,7 +9,7 @@
 // The bandwidth floor is the bytes of the triangle, n (n + 1) / 2 elements, over the copy bandwidth
 // measured here (a 1 GiB device-to-device cudaMemcpy, counting bytes read plus bytes written).
 //
-// usage: bench_dense_trsv [max_n]   (sizes 32, 64, ..., max_n; default 32768)
+// usage: bench_dense_trsv [max_n [min_n]]   (sizes min_n, 2 min_n, ..., max_n; default 32 .. 32768)
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -86,7 +86,8 @@ double copy_bandwidth_gbs(cudaStream_t stream) {
 
 struct Row {
   int n;
-  double floor_us, cublas_n, ours_n, ours_inv_n, cublas_t, ours_t, ours_inv_t, invert, cublas_16, ours_16;
+  double floor_us, cublas_n, ours_n, ours_inv_n, cublas_t, ours_t, ours_inv_t, invert, cublas_16, ours_16,
+      ours_16_separate;
   std::vector<double> variants;  // kVariants, in order
 };
 
@@ -95,11 +96,10 @@ struct Variant {
   spade::Transpose trans;
   int rows_per_block, chunk_columns;
 };
+constexpr spade::Transpose kN = spade::Transpose::no, kT = spade::Transpose::yes;
 const Variant kVariants[] = {
-    {spade::Transpose::no, 32, 512},   {spade::Transpose::no, 64, 128},   {spade::Transpose::no, 64, 512},
-    {spade::Transpose::no, 128, 128},  {spade::Transpose::no, 128, 256},  {spade::Transpose::no, 128, 512},
-    {spade::Transpose::no, 128, 0},    {spade::Transpose::yes, 64, 128},  {spade::Transpose::yes, 128, 128},
-    {spade::Transpose::yes, 128, 512}, {spade::Transpose::yes, 128, 0},
+    {kN, 64, 128}, {kN, 64, 512}, {kN, 128, 128}, {kN, 128, 512}, {kN, 128, 0},
+    {kT, 64, 128}, {kT, 64, 512}, {kT, 128, 128}, {kT, 128, 512}, {kT, 128, 0},
 };
 
 std::string fmt(double v, int digits = 1) {
@@ -112,6 +112,7 @@ std::string fmt(double v, int digits = 1) {
 
 int main(int argc, char** argv) {
   const int max_n = argc > 1 ? std::atoi(argv[1]) : 32768;
+  const int min_n = argc > 2 ? std::atoi(argv[2]) : 32;
   cudaStream_t stream;
   SPADE_CUDA_CHECK(cudaStreamCreate(&stream));
   cublasHandle_t handle;
@@ -125,7 +126,7 @@ int main(int argc, char** argv) {
               prop.name, prop.multiProcessorCount, bw);
 
   std::vector<Row> rows;
-  for (int n = 32; n <= max_n; n *= 2) {
+  for (int n = min_n; n <= max_n; n *= 2) {
     const int lda = n, nrhs = 16;
     const std::size_t elems = std::size_t(lda) * n, bytes = elems * sizeof(double);
     const int copies = int(std::clamp<std::size_t>((std::size_t(256) << 20) / bytes, 1, 8));
@@ -144,7 +145,7 @@ int main(int argc, char** argv) {
     ws.check(stream);
     const int reps = n >= 16384 ? 15 : 41, warm = 3;
     auto trsv = [&](spade::Transpose t, bool use_inv, int rows_per_block,
-                  int chunk_columns = spade::DenseTrsvOptions::kAutoChunk) {
+                    int chunk_columns = spade::DenseTrsvOptions::kAutoChunk) {
       spade::DenseTrsvOptions o;
       o.rows_per_block = rows_per_block;
       o.chunk_columns = chunk_columns;
@@ -168,7 +169,8 @@ int main(int argc, char** argv) {
     r.cublas_t = cublas_trsv(CUBLAS_OP_T);
     r.ours_t = trsv(spade::Transpose::yes, false, 0);
     r.ours_inv_t = trsv(spade::Transpose::yes, true, 0);
-    for (const Variant& v : kVariants) r.variants.push_back(trsv(v.trans, true, v.rows_per_block, v.chunk_columns));
+    for (const Variant& v : kVariants)
+      r.variants.push_back(trsv(v.trans, true, v.rows_per_block, v.chunk_columns));
     r.invert = median_us(warm, reps, [&](int i) {
       const int c = i % copies;
       spade::dense_trsv_invert_diagonal<double>(spade::Diagonal::non_unit, n, L[c], lda, inv[c], ws, stream);
@@ -180,10 +182,17 @@ int main(int argc, char** argv) {
       CUBLAS_CHECK(cublasDtrsm(handle, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, n, nrhs,
                                &one, L[c], lda, X[c], n));
     }, stream);
-    r.ours_16 = median_us(2, reps16, [&](int i) {
-      const int c = i % copies;
-      spade::dense_trsm<double>(spade::Transpose::no, spade::Diagonal::non_unit, n, nrhs, L[c], lda, inv[c], X[c], n, ws, stream);
-    }, stream);
+    auto trsm16 = [&](int panels_per_launch) {
+      spade::DenseTrsvOptions o;
+      o.panels_per_launch = panels_per_launch;
+      return median_us(2, reps16, [&](int i) {
+        const int c = i % copies;
+        spade::dense_trsm<double>(spade::Transpose::no, spade::Diagonal::non_unit, n, nrhs, L[c], lda, inv[c], X[c], n,
+                                  ws, stream, o);
+      }, stream);
+    };
+    r.ours_16 = trsm16(0);
+    r.ours_16_separate = trsm16(1);
     ws.check(stream);
     rows.push_back(r);
     for (int c = 0; c < copies; ++c) {
@@ -206,7 +215,8 @@ int main(int argc, char** argv) {
                 fmt(r.ours_inv_t).c_str(), fmt(r.cublas_t / best_t, 2).c_str(), fmt(r.ours_inv_t / r.ours_inv_n, 2).c_str(),
                 fmt(r.invert).c_str());
   }
-  std::printf("\n### Variants (inverted diagonal blocks; us): direction / rows per block row / chunk columns (0: unsplit)\n\n| n |");
+  std::printf("\n### Variants (inverted diagonal blocks; us): direction / rows per block row / chunk columns (0: "
+              "unsplit)\n\n| n |");
   for (const Variant& v : kVariants)
     std::printf(" %s %d/%d |", v.trans == spade::Transpose::yes ? "T" : "N", v.rows_per_block, v.chunk_columns);
   std::printf("\n|---:|");
@@ -217,9 +227,11 @@ int main(int argc, char** argv) {
     for (double t : r.variants) std::printf(" %s |", fmt(t).c_str());
     std::printf("\n");
   }
-  std::printf("\n### 16 right-hand sides, FP64, N, non-unit (us)\n\n| n | cuBLAS dtrsm | ours (inv) | speedup |\n|---:|---:|---:|---:|\n");
+  std::printf("\n### 16 right-hand sides, FP64, N, non-unit (us)\n\n| n | cuBLAS dtrsm | ours (inv) | speedup | ours, "
+              "one launch per 8 columns |\n|---:|---:|---:|---:|---:|\n");
   for (const Row& r : rows)
-    std::printf("| %d | %s | %s | %sx |\n", r.n, fmt(r.cublas_16).c_str(), fmt(r.ours_16).c_str(), fmt(r.cublas_16 / r.ours_16, 2).c_str());
+    std::printf("| %d | %s | %s | %sx | %s |\n", r.n, fmt(r.cublas_16).c_str(), fmt(r.ours_16).c_str(),
+                fmt(r.cublas_16 / r.ours_16, 2).c_str(), fmt(r.ours_16_separate).c_str());
   CUBLAS_CHECK(cublasDestroy(handle));
   SPADE_CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;

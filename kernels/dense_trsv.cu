@@ -15,17 +15,23 @@
 //      product with its inverse, block_apply_inverse, or P dependent tile solves, block_solve_diagonal),
 //      write x to the caller's X and publish each value (kernels/dense_trsv.cuh: every value is its own
 //      ready flag, so a hand-off costs one read of the values instead of a fence, a flag and a read).
-// A block row whose bulk is longer than options.chunk_columns is split into chunk tasks, so that the
-// long rows near the end do not each stream through a single multiprocessor: the other chunks add their
-// partial sums into a per-row global buffer and count themselves done; the last chunk (the columns next
-// to the diagonal) owns the row. Tasks are numbered row by row in solve order, chunks in order, so every
-// wait is on a smaller ticket. The grid is persistent (one task per resident block at a time); the last
-// block to exit resets the ticket counters, each owner clears its row's partial sums and chunk count and
-// resets its share of the other publication buffer (launches alternate between two), so the next launch
-// needs no memset.
+// A block row with more than 128 off-diagonal columns is split (unless options.chunk_columns is 0): its
+// owner task multiplies the 128 columns next to the diagonal and solves the diagonal block; the columns
+// left of those go in chunks of options.chunk_columns to other tasks, which add their partial sums into a
+// per-row global buffer and count themselves done, so that the long rows near the end do not each stream
+// through a single multiprocessor. Right-hand sides go in panels of K columns, up to 64 panels per launch,
+// each panel with its own tasks: their chains of block rows overlap. Tasks are numbered block row by block
+// row in solve order, then panel by panel, then chunk by chunk with the owner last, so every wait is on a
+// smaller ticket. The grid is persistent (one task per resident block at a time); the last block to exit
+// resets the ticket counters, each owner clears its row's partial sums and chunk count and resets its
+// share of the other publication buffer (launches alternate between two), so the next launch needs no
+// memset.
+
 #include "spade/dense_trsv.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "kernels/cuda_check.hpp"
@@ -37,17 +43,37 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * kTile;
-constexpr int kMaxPanel = 8;  // right-hand sides per launch
+constexpr int kMaxPanel = 8;  // right-hand sides per panel
+constexpr int kMaxPanelsPerLaunch = 64;
 constexpr int kInvBlock = 128;  // edge of the inverted diagonal blocks (the largest block row)
 constexpr int kInvTiles = kInvBlock / kTile;
 constexpr int kCombineThreads = 1024;
 constexpr int kQuickPolls = 32;  // polls without sleeping before a bounded wait starts backing off
+// Tile columns next to the diagonal that the owner of a split block row multiplies itself: 128 columns,
+// one tile per warp for 64-row block rows and two for 128-row ones, all loaded into registers before the
+// owner waits. (Two 128-column block columns were measured slower: the owner's tiles of the block column
+// next to the diagonal were then loaded only after the block column before it arrived.)
+constexpr int kNearTiles = kInvBlock / kTile;
 
-/// Tasks of solve-order block row t: its off-diagonal tile columns in chunks of chunk_tiles (0: one task).
+/// Off-diagonal tile columns of solve-order block row t.
+template <int P, bool Trans>
+__host__ __device__ inline int row_columns(int t, int ntiles, int nbr) {
+  return Trans ? (t == 0 ? 0 : ntiles - (nbr - t) * P) : t * P;
+}
+
+/// Off-diagonal tile columns of block row t left to the non-owner chunks: all but the kNearTiles next to
+/// the diagonal, which the owner keeps (0 when the row is not split, chunk_tiles == 0).
+template <int P, bool Trans>
+__host__ __device__ inline int far_columns(int t, int ntiles, int nbr, int chunk_tiles) {
+  return chunk_tiles == 0 ? 0 : max(0, row_columns<P, Trans>(t, ntiles, nbr) - kNearTiles);
+}
+
+/// Tasks of solve-order block row t (per right-hand-side panel): the far columns in chunks of chunk_tiles,
+/// then the owner.
 template <int P, bool Trans>
 __host__ __device__ inline int row_chunks(int t, int ntiles, int nbr, int chunk_tiles) {
-  const int ncols = Trans ? (t == 0 ? 0 : ntiles - (nbr - t) * P) : t * P;
-  return chunk_tiles == 0 ? 1 : max(1, (ncols + chunk_tiles - 1) / chunk_tiles);
+  const int far = far_columns<P, Trans>(t, ntiles, nbr, chunk_tiles);
+  return 1 + (far == 0 ? 0 : (far + chunk_tiles - 1) / chunk_tiles);
 }
 
 /// Tile (gq, gp) (global tile indices inside one inverted 128-block) of the inverse buffer (ld kInvBlock).
@@ -71,14 +97,15 @@ constexpr std::size_t trsm_smem_bytes() {
 template <typename T, int K, int P, bool Trans>
 __global__ void __launch_bounds__(kThreads, 1)
     trsm_kernel(int n, int nrhs, const T* __restrict__ L, long long lda, const T* __restrict__ inv, T* X,
-                long long ldx, bool unit, int chunk_tiles, int* counters, DeviceStatus* status, int* chunks_done,
-                T* partial, T* pub, T* pub_other, long long ldp, long long reset_count) {
+                long long ldx, bool unit, int chunk_tiles, int panels, int* counters,
+                DeviceStatus* status, int* chunks_done, T* partial, T* pub, T* pub_other, long long ldp,
+                long long reset_count) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* const diag = reinterpret_cast<T*>(smem_raw);
   T* const stage = diag + P * (P + 1) / 2 * kTileSmem;
   T* const scratch = stage + kWarps * 2 * kTile * K;
   T* const r = scratch + (Trans ? kWarps * kTileSmem : 0);
-  __shared__ int row_s, chunk_s, chunks_s;
+  __shared__ int row_s, panel_s, chunk_s, chunks_s;
   __shared__ int failed_s;
 
   const int lane = threadIdx.x % kTile, warp = threadIdx.x / kTile;
@@ -87,20 +114,30 @@ __global__ void __launch_bounds__(kThreads, 1)
   T* const xs = stage + warp * 2 * kTile * K;
   T* const sc = scratch + warp * kTileSmem;
 
-  int scan_row = 0, scan_first = 0;  // thread 0: first task of block row scan_row (tickets only grow)
+  // Thread 0: first ticket of block row scan_row (tickets only grow). Tickets go block row by block row;
+  // inside a block row, panel by panel; inside a panel, chunk by chunk, the owner last.
+  int scan_row = 0, scan_first = 0;
   for (;;) {
     if (threadIdx.x == 0) {
       const int ticket = take_ticket(&counters[kTicket]);
-      while (scan_row < nbr && ticket >= scan_first + row_chunks<P, Trans>(scan_row, ntiles, nbr, chunk_tiles))
-        scan_first += row_chunks<P, Trans>(scan_row++, ntiles, nbr, chunk_tiles);
+      while (scan_row < nbr &&
+             ticket >= scan_first + panels * row_chunks<P, Trans>(scan_row, ntiles, nbr, chunk_tiles))
+        scan_first += panels * row_chunks<P, Trans>(scan_row++, ntiles, nbr, chunk_tiles);
+      const int per_panel = scan_row < nbr ? row_chunks<P, Trans>(scan_row, ntiles, nbr, chunk_tiles) : 1;
       row_s = scan_row;
-      chunk_s = ticket - scan_first;
-      chunks_s = scan_row < nbr ? row_chunks<P, Trans>(scan_row, ntiles, nbr, chunk_tiles) : 0;
+      panel_s = (ticket - scan_first) / per_panel;
+      chunk_s = (ticket - scan_first) % per_panel;
+      chunks_s = per_panel;
       failed_s = 0;
     }
     __syncthreads();
-    const int t = row_s, chunk = chunk_s, chunks = chunks_s;
+    const int t = row_s, chunk = chunk_s, chunks = chunks_s, panel = panel_s;
     if (t >= nbr) break;
+    // This task's right-hand-side panel: its columns of X, its publication columns, its row sums.
+    T* const Xp = X + std::size_t(panel) * K * ldx;
+    T* const pubp = pub + std::size_t(panel) * K * ldp;
+    const int prhs = min(K, nrhs - panel * K);
+    const int slot_row = panel * nbr + t;
     // The last chunk of a block row owns it: it holds the columns nearest the diagonal (the critical
     // path), adds the other chunks' partial sums, solves the diagonal block and publishes the row.
     const bool owner = chunk == chunks - 1;
@@ -127,7 +164,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Right-hand sides of the block row (only this block writes these rows).
     for (int e = threadIdx.x; owner && e < P * kTile * K; e += kThreads) {
       const int k = e / (P * kTile), rr = e % (P * kTile), gr = row0 + rr;
-      r[rr * K + k] = (gr < n && k < nrhs) ? __ldcg(X + gr + k * ldx) : T(0);
+      r[rr * K + k] = (gr < n && k < prhs) ? __ldcg(Xp + gr + k * ldx) : T(0);
     }
 
     // 2. The bulk of this chunk: warp w takes tile row w % P and every (kWarps / P)-th tile column.
@@ -136,7 +173,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int k = 0; k < K; ++k) acc[k] = T(0);
     const int tr = tile0 + warp % P;
     if (tr < ntiles) {
-      const int ncols = owner ? (Trans ? ntiles - tile0 - tiles : tile0) : (chunk + 1) * chunk_tiles;
+      // Tile columns [begin, end) in solve order: the owner takes the kNearTiles next to the diagonal (all
+      // of them when the row is not split), chunk c the far columns c * chunk_tiles ...
+      const int far = far_columns<P, Trans>(t, ntiles, nbr, chunk_tiles);
+      const int begin = owner ? far : chunk * chunk_tiles;
+      const int end = owner ? row_columns<P, Trans>(t, ntiles, nbr) : min(far, (chunk + 1) * chunk_tiles);
       const int stride = kWarps / P;
       const int rows_tr = min(kTile, n - tr * kTile);
       auto load = [&](int m, T(&row)[kTile]) {
@@ -156,8 +197,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int k = 0; k < K; ++k) {
           v[k] = T(0);
-          if (xr < n && k < nrhs) {
-            const bits_of<T> b = load_published(pub + xr + k * ldp);
+          if (xr < n && k < prhs) {
+            const bits_of<T> b = load_published(pubp + xr + k * ldp);
             ready = ready && b != kUnpublished<T>;
             v[k] = value_of<T>(b);
           }
@@ -181,14 +222,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       // The owner of a split row folds the other chunks' partial sums of its tile row into acc (warps
       // w < P) just before its tiles next to the diagonal, which wait on the block row solved just before:
       // the other chunks have had the most time by then, and the owner is not yet on the critical path.
-      T* const row_partial = partial + std::size_t(t) * P * kTile * K;
+      T* const row_partial = partial + std::size_t(slot_row) * P * kTile * K;
       bool fetched = !(owner && chunks > 1 && warp < P);
       auto fetch_partials = [&]() {
         int ok = 1;
         if (lane == 0) {
-          int seen = acquire_load(&chunks_done[t]);
-          for (int poll = 0; poll < kQuickPolls && seen < chunks - 1; ++poll) seen = acquire_load(&chunks_done[t]);
-          if (seen < chunks - 1 && !wait_at_least(&chunks_done[t], chunks - 1, status, t)) ok = 0;
+          int seen = acquire_load(&chunks_done[slot_row]);
+          for (int poll = 0; poll < kQuickPolls && seen < chunks - 1; ++poll) seen = acquire_load(&chunks_done[slot_row]);
+          if (seen < chunks - 1 && !wait_at_least(&chunks_done[slot_row], chunks - 1, status, t)) ok = 0;
         }
         if (!__shfl_sync(0xffffffffu, ok, 0)) return false;
         T* const mine = row_partial + (warp % P) * kTile * K + lane * K;
@@ -200,14 +241,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         fetched = true;
         return true;
       };
-      int m = chunk * chunk_tiles + warp / P;
+      int m = begin + warp / P;
       T cur[kTile];
       bool staged = false;  // x of the current tile already staged (found published during the previous tile)
-      if (m < ncols) load(m, cur);
+      if (m < end) load(m, cur);
 #pragma unroll 1
-      for (int j = 0; m < ncols; m += stride, ++j) {
+      for (int j = 0; m < end; m += stride, ++j) {
         T next[kTile];
-        const bool more = m + stride < ncols;
+        const bool more = m + stride < end;
         if (more) load(m + stride, next);
         T* const slot = xs + (j & 1) * kTile * K;
         const bool near_diagonal = Trans ? column(m) < tile0 + tiles + P : column(m) >= tile0 - P;
@@ -244,7 +285,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int k = 0; k < K; ++k) xs[lane * K + k] = acc[k];
     __syncthreads();
     if (failed_s) break;
-    T* const row_partial = partial + std::size_t(t) * P * kTile * K;
+    T* const row_partial = partial + std::size_t(slot_row) * P * kTile * K;
     if (!owner) {
       for (int e = threadIdx.x; e < P * kTile * K; e += kThreads) {
         const int q = e / (kTile * K), within = e % (kTile * K);
@@ -253,7 +294,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         atomicAdd(row_partial + e, sum);
       }
       __syncthreads();
-      if (threadIdx.x == 0) release_add(&chunks_done[t], 1);
+      if (threadIdx.x == 0) release_add(&chunks_done[slot_row], 1);
       continue;
     }
     for (int e = threadIdx.x; e < P * kTile * K; e += kThreads) {
@@ -262,17 +303,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int w = q; w < kWarps; w += P) sum += stage[w * 2 * kTile * K + within];
       r[e] -= sum;
     }
-    if (chunks > 1 && threadIdx.x == 0) device_atomic_int(chunks_done[t]).store(0, cuda::memory_order_relaxed);
+    if (chunks > 1 && threadIdx.x == 0) device_atomic_int(chunks_done[slot_row]).store(0, cuda::memory_order_relaxed);
     __syncthreads();
     if (inv != nullptr)
-      block_apply_inverse<T, K, P, kWarps>(diag, r, stage, Trans, tiles, X, ldx, pub, ldp, row0, n, nrhs);
+      block_apply_inverse<T, K, P, kWarps>(diag, r, stage, Trans, tiles, Xp, ldx, pubp, ldp, row0, n, prhs);
     else
-      block_solve_diagonal<T, K, P>(diag, r, Trans, unit, tiles, last_valid, X, ldx, pub, ldp, row0, n, nrhs,
+      block_solve_diagonal<T, K, P>(diag, r, Trans, unit, tiles, last_valid, Xp, ldx, pubp, ldp, row0, n, prhs,
                                     status);
     // Reset this block row's share of the other publication buffer (what the launch before wrote there),
     // so that the next launch finds it unpublished.
-    const long long share = (reset_count + nbr - 1) / nbr;
-    for (long long e = t * share + threadIdx.x; e < min((t + 1) * share, reset_count); e += kThreads)
+    const long long owners = (long long)nbr * panels, share = (reset_count + owners - 1) / owners;
+    for (long long e = slot_row * share + threadIdx.x; e < min((slot_row + 1) * share, reset_count); e += kThreads)
       reinterpret_cast<bits_of<T>*>(pub_other)[e] = kUnpublished<T>;
   }
 
@@ -355,6 +396,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_inverse_kernel(int n,
   }
 }
 
+/// One launch: nrhs right-hand sides (columns of X) in panels of K columns.
 template <typename T, int K, int P, bool Trans>
 void launch_trsm(int n, int nrhs, const T* L, int lda, const T* inv, T* X, int ldx, bool unit, int chunk_tiles,
                  DenseTrsvWorkspace& ws, cudaStream_t stream) {
@@ -370,23 +412,30 @@ void launch_trsm(int n, int nrhs, const T* L, int lda, const T* inv, T* X, int l
   }();
   const int ntiles = (n + kTile - 1) / kTile;
   const int nbr = (ntiles + P - 1) / P;
-  int tasks = 0;
+  const int panels = (nrhs + K - 1) / K;
+  long long tasks = 0;
   for (int t = 0; t < nbr; ++t) tasks += row_chunks<P, Trans>(t, ntiles, nbr, chunk_tiles);
-  const int grid = std::min(tasks, blocks_per_sm * ws.multiprocessors());
-  // Per block row: a count of finished chunks and the chunks' partial sums (P * 32 * K values).
-  const std::size_t done_bytes = (std::size_t(ntiles + kInvTiles) * sizeof(int) + 255) / 256 * 256;
-  const std::size_t partial_bytes = std::size_t(ntiles + kInvTiles) * kTile * kMaxPanel * sizeof(T);
+  tasks *= panels;
+  if (tasks > std::numeric_limits<int>::max())
+    throw InvalidInput("dense_trsm: " + std::to_string(tasks) + " tasks in one launch overflow the int ticket; "
+                       "lower options.panels_per_launch or raise options.chunk_columns");
+  const int grid = int(std::min<long long>(tasks, blocks_per_sm * ws.multiprocessors()));
+  // Per block row and panel: a count of finished chunks and the chunks' partial sums (P * 32 * K values).
+  const std::size_t slots = std::size_t(panels) * (ntiles + kInvTiles);
+  const std::size_t done_bytes = (slots * sizeof(int) + 255) / 256 * 256;
+  const std::size_t partial_bytes = slots * kTile * K * sizeof(T);
   char* const aux = static_cast<char*>(ws.scratch(done_bytes + partial_bytes, stream));
-  // Publication: column k of this panel's solution at pub + k * ldp.
+  // Publication: column k of the launch's solution at pub + k * ldp.
   const long long ldp = std::int64_t(ntiles) * kTile;
-  const auto buffers = ws.publication(kMaxPanel * ldp * sizeof(T), ((nrhs - 1) * ldp + n) * sizeof(T), stream);
+  const std::size_t columns = std::max(panels * K, kMaxPanel);
+  const auto buffers = ws.publication(columns * ldp * sizeof(T), ((nrhs - 1) * ldp + n) * sizeof(T), stream);
   const long long reset_count = (buffers.other_dirty_bytes + sizeof(T) - 1) / sizeof(T);
   int* counters = ws.device_counters();
   auto* status = reinterpret_cast<DeviceStatus*>(counters + kCounterInts);
-  kernel<<<grid, kThreads, smem, stream>>>(n, nrhs, L, lda, inv, X, ldx, unit, chunk_tiles, counters, status,
-                                           reinterpret_cast<int*>(aux), reinterpret_cast<T*>(aux + done_bytes),
-                                           static_cast<T*>(buffers.current), static_cast<T*>(buffers.other), ldp,
-                                           reset_count);
+  kernel<<<grid, kThreads, smem, stream>>>(n, nrhs, L, lda, inv, X, ldx, unit, chunk_tiles, panels,
+                                           counters, status, reinterpret_cast<int*>(aux),
+                                           reinterpret_cast<T*>(aux + done_bytes), static_cast<T*>(buffers.current),
+                                           static_cast<T*>(buffers.other), ldp, reset_count);
   SPADE_CUDA_CHECK_LAUNCH();
 }
 
@@ -536,21 +585,27 @@ void dense_trsm(Transpose trans, Diagonal diag, int n, int nrhs, const T* L, int
   require(chunk == DenseTrsvOptions::kAutoChunk || (chunk >= 0 && chunk % kInvBlock == 0),
           "dense_trsm: options.chunk_columns = " + std::to_string(chunk) +
               " is not kAutoChunk (-1) or a non-negative multiple of 128");
+  const int panels = options.panels_per_launch;
+  require(panels >= 0 && panels <= kMaxPanelsPerLaunch,
+          "dense_trsm: options.panels_per_launch = " + std::to_string(panels) + " is not in 0 .. 64");
   const bool t = trans == Transpose::yes, unit = diag == Diagonal::unit;
-  const int chunk_tiles = (chunk == DenseTrsvOptions::kAutoChunk ? (!t && n > 16384 ? 512 : 128) : chunk) / kTile;
+  const int chunk_tiles = (chunk == DenseTrsvOptions::kAutoChunk ? (!t && n > 8192 ? 512 : 128) : chunk) / kTile;
   if (n == 0 || nrhs == 0) return;
   require(L != nullptr, "dense_trsm: L is null");
   require(X != nullptr, "dense_trsm: X is null");
-  const int rows_per_block = rows != 0 ? rows : (n <= 32 ? 32 : n <= 64 ? 64 : 128);
-  for (int first = 0; first < nrhs; first += kMaxPanel) {
-    const int panel = std::min(kMaxPanel, nrhs - first);
+  const int rows_per_block = rows != 0 ? rows : n <= 32 ? 32 : n <= 64 ? 64 : (t && n > 128 && n <= 4096) ? 64 : 128;
+  // Panels of 8 columns (4 or 1 when nrhs is smaller), up to `panels` of them per launch.
+  const int width = nrhs == 1 ? 1 : nrhs <= 4 ? 4 : kMaxPanel;
+  const int per_launch = width * (panels != 0 ? panels : kMaxPanelsPerLaunch);
+  for (int first = 0; first < nrhs; first += per_launch) {
+    const int count = std::min(per_launch, nrhs - first);
     T* Xp = X + std::size_t(first) * ldx;
-    if (panel == 1)
-      dispatch_rows<T, 1>(rows_per_block, t, n, panel, L, lda, inv, Xp, ldx, unit, chunk_tiles, ws, stream);
-    else if (panel <= 4)
-      dispatch_rows<T, 4>(rows_per_block, t, n, panel, L, lda, inv, Xp, ldx, unit, chunk_tiles, ws, stream);
+    if (width == 1)
+      dispatch_rows<T, 1>(rows_per_block, t, n, count, L, lda, inv, Xp, ldx, unit, chunk_tiles, ws, stream);
+    else if (width == 4)
+      dispatch_rows<T, 4>(rows_per_block, t, n, count, L, lda, inv, Xp, ldx, unit, chunk_tiles, ws, stream);
     else
-      dispatch_rows<T, 8>(rows_per_block, t, n, panel, L, lda, inv, Xp, ldx, unit, chunk_tiles, ws, stream);
+      dispatch_rows<T, 8>(rows_per_block, t, n, count, L, lda, inv, Xp, ldx, unit, chunk_tiles, ws, stream);
   }
 }
 

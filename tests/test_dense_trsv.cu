@@ -153,13 +153,14 @@ struct Variant {
   bool inverted;
   int rows_per_block;
   int chunk_columns;
+  int panels_per_launch = 0;
 };
 
 std::string describe(int n, int nrhs, const Variant& v) {
   return "n=" + std::to_string(n) + " nrhs=" + std::to_string(nrhs) +
          (v.trans == Transpose::yes ? " L^T" : " L") + (v.diag == Diagonal::unit ? " unit" : " non-unit") +
          (v.inverted ? " inverted" : " substitution") + " rows_per_block=" + std::to_string(v.rows_per_block) +
-         " chunk_columns=" + std::to_string(v.chunk_columns);
+         " chunk_columns=" + std::to_string(v.chunk_columns) + " panels_per_launch=" + std::to_string(v.panels_per_launch);
 }
 
 /// Runs one solve on the device and compares with the host reference `ref` (for the same b).
@@ -180,6 +181,7 @@ bool check_solve(const Triangle& t, DeviceTriangle<T>& dL, const Variant& v, int
   DenseTrsvOptions options;
   options.rows_per_block = v.rows_per_block;
   options.chunk_columns = v.chunk_columns;
+  options.panels_per_launch = v.panels_per_launch;
   spade::dense_trsm<T>(v.trans, v.diag, n, nrhs, dL.get(), t.lda, v.inverted ? dInv.get() : nullptr, dX.get(), ldx,
                        ws, nullptr, options);
   ws.check(nullptr);
@@ -287,6 +289,22 @@ TEST(DenseTrsv, LargeSizesDouble) {
   ASSERT_TRUE(sweep_one<double>(2065, 2066, {1, 16}, all_variants({32, 64}, {0, 128, 512}), ws, 9900));
 }
 
+// Right-hand sides in one launch or in several (panels of 8, 4 or 1 columns, the last one partial), with
+// block rows of 32, 64 and 128 rows split into chunks of 128 and 512 columns.
+TEST(DenseTrsv, PanelsPerLaunch) {
+  SPADE_REQUIRE_GPU();
+  DenseTrsvWorkspace ws;
+  std::vector<Variant> variants;
+  for (const Variant& base : all_variants({32, 64, 128}, {128, 512}))
+    for (int panels : {0, 1, 2}) {
+      Variant v = base;
+      v.panels_per_launch = panels;
+      variants.push_back(v);
+    }
+  for (int n : {300, 1100})
+    ASSERT_TRUE(sweep_one<double>(n, n + 2, {1, 4, 20}, variants, ws, 13000 + n)) << "n = " << n;
+}
+
 TEST(DenseTrsv, LargeSizesFloat) {
   SPADE_REQUIRE_GPU();
   DenseTrsvWorkspace ws;
@@ -357,6 +375,11 @@ TEST(DenseTrsv, InvalidArgumentsThrowBeforeLaunching) {
   bad.chunk_columns = -2;
   EXPECT_THROW(spade::dense_trsm<double>(Transpose::no, Diagonal::unit, 8, 1, p, 8, nullptr, p, 8, ws, nullptr, bad), InvalidInput);
   bad.chunk_columns = 100;
+  EXPECT_THROW(spade::dense_trsm<double>(Transpose::no, Diagonal::unit, 8, 1, p, 8, nullptr, p, 8, ws, nullptr, bad), InvalidInput);
+  bad.chunk_columns = 0;
+  bad.panels_per_launch = -1;
+  EXPECT_THROW(spade::dense_trsm<double>(Transpose::no, Diagonal::unit, 8, 1, p, 8, nullptr, p, 8, ws, nullptr, bad), InvalidInput);
+  bad.panels_per_launch = 65;
   EXPECT_THROW(spade::dense_trsm<double>(Transpose::no, Diagonal::unit, 8, 1, p, 8, nullptr, p, 8, ws, nullptr, bad), InvalidInput);
   EXPECT_THROW(spade::dense_trsv_invert_diagonal<double>(Diagonal::unit, 8, p, 4, p, ws, nullptr), InvalidInput);
   EXPECT_THROW(spade::dense_trsv_invert_diagonal<double>(Diagonal::unit, 8, p, 8, nullptr, ws, nullptr), InvalidInput);

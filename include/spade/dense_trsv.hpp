@@ -30,21 +30,28 @@ enum class Diagonal { non_unit, unit };  ///< unit: the diagonal is taken as 1 a
 /// Tuning knobs of dense_trsm; the defaults are what drivers/bench_dense_trsv found fastest (H200).
 struct DenseTrsvOptions {
   static constexpr int kAutoChunk = -1;
-  /// Rows per block row of the multi-block kernel: 32, 64 or 128, or 0 to choose by n (128 for n > 64,
-  /// else the smallest that covers n). A larger block row means fewer inter-block hand-offs on the
+  /// Rows per block row of the multi-block kernel: 32, 64 or 128, or 0 to choose by n and direction (the
+  /// smallest that covers n up to 128; then 64 for the transposed solve up to n = 4096, else 128). A larger block row means fewer inter-block hand-offs on the
   /// critical path, a longer diagonal step per hand-off and more shared memory per block.
   int rows_per_block = 0;
   /// Off-diagonal columns per task, a multiple of 128, 0 for one task per block row, or kAutoChunk (128,
-  /// and 512 for the non-transposed solve with n > 16384). A block row with more is split into tasks on
-  /// different thread blocks whose partial sums meet in global memory, so that the long rows of a large
-  /// matrix do not each stream through one multiprocessor, and the task that owns a block row (the
-  /// columns next to its diagonal) has few tiles to load once the row before it is solved.
+  /// and 512 for the non-transposed solve with n > 8192). A split block row is owned by the task that
+  /// multiplies the 128 columns next to its diagonal and solves the diagonal block; the columns left of
+  /// those go in chunks of this many columns to tasks on other thread blocks, whose partial sums meet in
+  /// global memory. So the long rows of a large matrix do not each stream through one multiprocessor, and
+  /// the owner has few tiles to load once the row before it is solved.
   int chunk_columns = kAutoChunk;
+  /// Right-hand-side panels (of 8 columns; 4 or 1 when nrhs is smaller) solved together by one launch,
+  /// their tasks interleaved block row by block row, so that their dependency chains overlap; 1 to 64, or
+  /// 0 for the default (64). More panels per launch need a larger workspace (publication buffers and
+  /// partial sums grow with the right-hand sides of a launch).
+  int panels_per_launch = 0;
 };
 
 /// Device state of the solves: the work-ticket and exit counters of the multi-block kernel, the device
-/// status word (kernels/sync.cuh), a scratch buffer for split block rows (about 2 KB per 32 rows of the
-/// largest n solved) and two publication buffers (8 values per row each). Each launch leaves the state
+/// status word (kernels/sync.cuh), a scratch buffer for split block rows (a count and 32 values per 32
+/// rows and right-hand side of the largest launch) and two publication buffers (one value per row and
+/// right-hand side of the largest launch, at least 8 per row). Each launch leaves the state
 /// ready for the next one, so launches need no memset. One workspace serves one stream at a time (two
 /// launches in flight at once on different streams must use different workspaces). Created on the current
 /// CUDA device.
@@ -120,9 +127,9 @@ void dense_trsv_invert_diagonal(Diagonal diag, int n, const T* L, int lda, T* in
 /// for the same L and the same `diag` (the diagonal block of each block row is then applied as one
 /// product, Hogg 2013's explicit inversion; the same buffer serves both directions and every
 /// rows_per_block, since the diagonal blocks of an inverse are the inverses of the diagonal blocks).
-/// One launch per panel of at most 8 right-hand sides; block rows are taken through an atomic ticket and
-/// each solved value is published into the workspace's publication buffer, where later block rows poll
-/// it (the value is its own ready flag). L (and inv) must not overlap X. The first solve with a larger n
+/// Right-hand sides go in panels of at most 8 columns, up to options.panels_per_launch panels per launch;
+/// block rows are taken through an atomic ticket and each solved value is published into the workspace's
+/// publication buffer, where later block rows poll it (the value is its own ready flag). L (and inv) must not overlap X. The first solve with a larger n
 /// than before grows the workspace's scratch and publication buffers, which synchronizes `stream`; later
 /// solves are fully asynchronous.
 template <typename T>
