@@ -587,7 +587,8 @@ void dense_trsm(Transpose trans, Diagonal diag, int n, int nrhs, const T* L, int
               " is not kAutoChunk (-1) or a non-negative multiple of 128");
   const int panels = options.panels_per_launch;
   require(panels >= 0 && panels <= kMaxPanelsPerLaunch,
-          "dense_trsm: options.panels_per_launch = " + std::to_string(panels) + " is not in 0 .. 64");
+          "dense_trsm: options.panels_per_launch = " + std::to_string(panels) + " is not in 0 .. " +
+              std::to_string(kMaxPanelsPerLaunch));
   const bool t = trans == Transpose::yes, unit = diag == Diagonal::unit;
   const int chunk_tiles = (chunk == DenseTrsvOptions::kAutoChunk ? (!t && n > 8192 ? 512 : 128) : chunk) / kTile;
   if (n == 0 || nrhs == 0) return;
