@@ -48,9 +48,9 @@ void check_input(const SymbolicFactor& S, const SparseMatrix& A) {
 
 NumericFactor::NumericFactor(std::shared_ptr<const SymbolicFactor> symbolic, const SparseMatrix& A,
                              const FactorOptions& options)
-    : symbolic_(std::move(symbolic)), options_(options) {
+    : symbolic_(std::move(symbolic)) {
   if (!symbolic_) throw InvalidInput("factorize: no symbolic analysis given");
-  threads_ = options_.threads > 0 ? options_.threads : omp_get_max_threads();
+  threads_ = options.threads > 0 ? options.threads : omp_get_max_threads();
   try {
     values_.resize(static_cast<std::size_t>(symbolic_->panel_offset.back()));
   } catch (const std::bad_alloc&) {

@@ -20,18 +20,6 @@ struct LowerPattern {
   std::vector<index_t> rows;
 };
 
-LowerPattern strictly_lower(const SparseMatrix& A) {
-  LowerPattern L;
-  L.n = A.cols();
-  L.ptr.assign(static_cast<std::size_t>(L.n) + 1, 0);
-  for (index_t j = 0; j < L.n; ++j) {
-    for (offset_t p = A.col_ptr()[j]; p < A.col_ptr()[j + 1]; ++p)
-      if (A.row_ind()[p] > j) L.rows.push_back(A.row_ind()[p]);
-    L.ptr[j + 1] = static_cast<offset_t>(L.rows.size());
-  }
-  return L;
-}
-
 // Liu's elimination-tree algorithm with path compression. Row k's entries left of the diagonal are
 // visited through the transposed lower triangle (row_ptr/row_cols), in increasing k.
 std::vector<index_t> etree_of(const LowerPattern& L) {
@@ -194,7 +182,7 @@ bool pattern_is_symmetric(const SparseMatrix& A) {
 
 std::vector<index_t> etree(const SparseMatrix& A) {
   require_square(A, "etree");
-  return etree_of(strictly_lower(A));
+  return etree_of(strict_part(A.cols(), A.col_ptr(), A.row_ind()));
 }
 
 std::vector<index_t> postorder(const std::vector<index_t>& parent) {
@@ -235,7 +223,7 @@ std::vector<index_t> col_counts(const SparseMatrix& A, const std::vector<index_t
   require_square(A, "col_counts");
   if (parent.size() != static_cast<std::size_t>(A.cols()) || post.size() != parent.size())
     throw InvalidInput("col_counts: parent and post must have n entries");
-  return col_counts_of(strictly_lower(A), parent, post);
+  return col_counts_of(strict_part(A.cols(), A.col_ptr(), A.row_ind()), parent, post);
 }
 
 std::shared_ptr<const SymbolicFactor> analyze(const SparseMatrix& A, const AnalyzeOptions& options) {

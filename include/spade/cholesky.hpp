@@ -60,7 +60,6 @@ class NumericFactor {
   void factor_supernode(index_t s, const SparseMatrix& A, std::vector<index_t>& relpos, std::vector<double>& work);
 
   std::shared_ptr<const SymbolicFactor> symbolic_;
-  FactorOptions options_;
   int threads_ = 1;
   bool valid_ = false;
   std::vector<double> values_;
