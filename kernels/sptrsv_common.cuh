@@ -35,12 +35,6 @@ __device__ inline void block_finished(int* tickets, int nblocks) {
   }
 }
 
-template <typename T>
-__device__ inline T warp_sum(T v) {
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
-  return v;
-}
-
 /// A signalling NaN with a fixed payload: arithmetic never produces one (it quiets NaNs), so a value that
 /// came out of (b - sum) / d can never be mistaken for it.
 template <typename T>

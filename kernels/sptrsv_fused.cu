@@ -64,9 +64,9 @@ template <typename T, int R>
 __device__ void warp_row(const LowerPart<T>& L, const RhsPass<T>& rhs, const Buffers<T>& y, index_t i,
                          DeviceStatus* status) {
   const int lane = threadIdx.x % kWarpSize;
-  constexpr int kLanesPerRhs = kWarpSize / R;
-  const int my_r = lane / kLanesPerRhs;  // the right-hand side whose total warp_sum_multi gives this lane
-  const bool finisher = lane % kLanesPerRhs == 0 && my_r < rhs.nr;
+  const RhsLanes<R> lanes(lane);
+  const int my_r = lanes.r;  // the right-hand side whose total warp_sum_multi gives this lane
+  const bool finisher = lanes.slot == 0 && my_r < rhs.nr;
   const index_t ui = caller_index(i, L.n, L.reversed);
   const T bi = finisher ? rhs.b[ui + std::int64_t(my_r) * rhs.ldb] : T(0);
   const T d = L.diag[i];

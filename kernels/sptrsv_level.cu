@@ -52,14 +52,12 @@ __global__ void levc_kernel(LowerPart<T> L, const std::int32_t* jlev, std::int32
       atomicAdd(&rhs.x[caller_index(L.ind[k], L.n, L.reversed) + xcol], -L.val[k] * xj);
 }
 
-constexpr int kLevelWarps = 8;
-
 template <typename T, int R, typename Kernel>
 void run_levels(Kernel kernel, const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host,
                 int nlev, const RhsPass<T>& rhs, cudaStream_t stream) {
   for (int l = 0; l < nlev; ++l) {
     const std::int32_t begin = level_ptr_host[l], end = level_ptr_host[l + 1];
-    kernel<<<blocks_for(end - begin, kLevelWarps), kLevelWarps * kWarpSize, 0, stream>>>(L, jlev, begin, end, rhs);
+    kernel<<<blocks_for(end - begin, kBlockWarps), kBlockThreads, 0, stream>>>(L, jlev, begin, end, rhs);
     check_launch("level kernel");
   }
 }

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -195,7 +194,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   const bool want_csr = automatic || needs_csr(algorithm);
   const bool transposed = want_csr != csr;
   const bool levels_needed = needs_levels(algorithm);
-  const bool leveled = automatic ? true : needs_levels(algorithm);
+  const bool leveled = automatic || levels_needed;
   const bool chunked = automatic || algorithm == SptrsvAlgorithm::thread || algorithm == SptrsvAlgorithm::fused;
   const bool flagged = algorithm == SptrsvAlgorithm::slfr || algorithm == SptrsvAlgorithm::slfc ||
                        algorithm == SptrsvAlgorithm::syncfree;
@@ -212,7 +211,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   const auto o_diag = layout.add<T>(n), o_diag_src = layout.add<std::int32_t>(n);
   const auto o_ptr = layout.add<std::int32_t>(n1), o_ind = layout.add<index_t>(nnz), o_val = layout.add<T>(nnz),
              o_src = layout.add<std::int32_t>(nnz);
-  const auto o_level = layout.add<int>(levels_needed || automatic ? n : 0), o_work = layout.add<int>(n),
+  const auto o_level = layout.add<int>(leveled ? n : 0), o_work = layout.add<int>(n),
              o_work2 = layout.add<int>(n);
   const auto o_lev_order = layout.add<std::int32_t>(leveled ? n : 0), o_lev_keys = layout.add<int>(leveled ? n : 0);
   const std::size_t tn = transposed ? nnz : 0;

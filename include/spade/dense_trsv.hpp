@@ -73,7 +73,7 @@ class DenseTrsvWorkspace {
   /// InvalidInput for a negative value. Do not call while a launch is in flight.
   void set_spin_limit(long long polls);
 
-  /// Device pointer to the counters {ticket, progress, exits, unused}; exposed for tests that provoke a
+  /// Device pointer to the counters {ticket, exits, unused, unused}; exposed for tests that provoke a
   /// spin-wait timeout. Do not write them while a launch is in flight.
   int* device_counters() const { return counters_; }
   int multiprocessors() const { return multiprocessors_; }
