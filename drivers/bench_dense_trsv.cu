@@ -55,6 +55,8 @@ __global__ void fill_vector(double* x, long long count, unsigned long long seed)
 }
 
 /// Median time in microseconds of `reps` calls of `call(rep)`, after `warmup` calls.
+__global__ void empty_kernel() {}
+
 double median_us(int warmup, int reps, const std::function<void(int)>& call, cudaStream_t stream) {
   for (int i = 0; i < warmup; ++i) call(i);
   std::vector<cudaEvent_t> events(reps + 1);
@@ -87,7 +89,7 @@ double copy_bandwidth_gbs(cudaStream_t stream) {
 struct Row {
   int n;
   double floor_us, cublas_n, ours_n, ours_inv_n, cublas_t, ours_t, ours_inv_t, invert, cublas_16, ours_16,
-      ours_16_separate;
+      ours_16_separate, ours_16_chunked;
   std::vector<double> variants;  // kVariants, in order
 };
 
@@ -98,8 +100,8 @@ struct Variant {
 };
 constexpr spade::Transpose kN = spade::Transpose::no, kT = spade::Transpose::yes;
 const Variant kVariants[] = {
-    {kN, 64, 128}, {kN, 64, 512}, {kN, 128, 128}, {kN, 128, 512}, {kN, 128, 0},
-    {kT, 64, 128}, {kT, 64, 512}, {kT, 128, 128}, {kT, 128, 512}, {kT, 128, 0},
+    {kN, 64, 0}, {kN, 128, 0}, {kN, 128, 128}, {kN, 128, 512}, {kN, 128, 1024},
+    {kT, 64, 0}, {kT, 128, 0}, {kT, 128, 128}, {kT, 128, 512}, {kT, 128, 1024},
 };
 
 std::string fmt(double v, int digits = 1) {
@@ -122,8 +124,10 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   SPADE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const double bw = copy_bandwidth_gbs(stream);
-  std::printf("Device: %s, %d SMs; measured copy bandwidth %.0f GB/s (read + write, 1 GiB cudaMemcpy D2D)\n\n",
-              prop.name, prop.multiProcessorCount, bw);
+  const double empty_us = median_us(3, 41, [&](int) { empty_kernel<<<1, 32, 0, stream>>>(); }, stream);
+  std::printf("Device: %s, %d SMs; measured copy bandwidth %.0f GB/s (read + write, 1 GiB cudaMemcpy D2D); "
+              "an empty kernel timed like the solves: %.1f us\n\n",
+              prop.name, prop.multiProcessorCount, bw, empty_us);
 
   std::vector<Row> rows;
   for (int n = min_n; n <= max_n; n *= 2) {
@@ -182,9 +186,10 @@ int main(int argc, char** argv) {
       CUBLAS_CHECK(cublasDtrsm(handle, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, n, nrhs,
                                &one, L[c], lda, X[c], n));
     }, stream);
-    auto trsm16 = [&](int panels_per_launch) {
+    auto trsm16 = [&](int panels_per_launch, int chunk_columns = spade::DenseTrsvOptions::kAutoChunk) {
       spade::DenseTrsvOptions o;
       o.panels_per_launch = panels_per_launch;
+      o.chunk_columns = chunk_columns;
       return median_us(2, reps16, [&](int i) {
         const int c = i % copies;
         spade::dense_trsm<double>(spade::Transpose::no, spade::Diagonal::non_unit, n, nrhs, L[c], lda, inv[c], X[c], n,
@@ -193,6 +198,7 @@ int main(int argc, char** argv) {
     };
     r.ours_16 = trsm16(0);
     r.ours_16_separate = trsm16(1);
+    r.ours_16_chunked = trsm16(0, 512);
     ws.check(stream);
     rows.push_back(r);
     for (int c = 0; c < copies; ++c) {
@@ -228,10 +234,11 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   std::printf("\n### 16 right-hand sides, FP64, N, non-unit (us)\n\n| n | cuBLAS dtrsm | ours (inv) | speedup | ours, "
-              "one launch per 8 columns |\n|---:|---:|---:|---:|---:|\n");
+              "one launch per 8 columns | ours, 512-column chunks |\n|---:|---:|---:|---:|---:|---:|\n");
   for (const Row& r : rows)
-    std::printf("| %d | %s | %s | %sx | %s |\n", r.n, fmt(r.cublas_16).c_str(), fmt(r.ours_16).c_str(),
-                fmt(r.cublas_16 / r.ours_16, 2).c_str(), fmt(r.ours_16_separate).c_str());
+    std::printf("| %d | %s | %s | %sx | %s | %s |\n", r.n, fmt(r.cublas_16).c_str(), fmt(r.ours_16).c_str(),
+                fmt(r.cublas_16 / r.ours_16, 2).c_str(), fmt(r.ours_16_separate).c_str(),
+                fmt(r.ours_16_chunked).c_str());
   CUBLAS_CHECK(cublasDestroy(handle));
   SPADE_CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;

@@ -9,8 +9,10 @@
 //   1. cache the diagonal block (its P (P + 1) / 2 tiles of L, or of its inverse if given) in shared
 //      memory, transposed for the transposed solve, while nothing waits on it;
 //   2. the bulk: every warp streams the off-diagonal tiles of one tile row in the order their x becomes
-//      available, each tile loaded into registers one step ahead (double-buffered) before the warp polls
-//      the published x it multiplies (the next tile's x is loaded while the current one is multiplied);
+//      available, each tile loaded into registers one step ahead (two buffers used in turn, never copied)
+//      before the warp polls the published x it multiplies (the next tile's x is loaded while the current
+//      one is multiplied); the transposed solve with one right-hand side accumulates per lane and reduces
+//      across the lanes once per task instead of transposing every tile;
 //   3. reduce the warps' partial sums, solve the diagonal block from shared memory (one block-parallel
 //      product with its inverse, block_apply_inverse, or P dependent tile solves, block_solve_diagonal),
 //      write x to the caller's X and publish each value (kernels/dense_trsv.cuh: every value is its own
@@ -86,11 +88,17 @@ __device__ inline T* inverse_tile(T* inv, int gq, int gp) {
 // Counters in the workspace: [0] ticket, [1] exits, [2, 3] unused; the status after them.
 constexpr int kTicket = 0, kExits = 1, kCounterInts = 4;
 
+/// The transposed solve with one right-hand side accumulates per lane (no shared-memory transpose);
+/// with panels of K > 1 columns the tiles are transposed in a per-warp shared-memory scratch.
+template <int K, bool Trans>
+constexpr bool kLaneAccumulate = Trans && K == 1;
+
 template <typename T, int K, int P, bool Trans>
 constexpr std::size_t trsm_smem_bytes() {
+  constexpr bool transpose_scratch = Trans && !kLaneAccumulate<K, Trans>;
   return sizeof(T) * (std::size_t(P * (P + 1) / 2) * kTileSmem  // diagonal block
                       + std::size_t(kWarps) * 2 * kTile * K      // per-warp x panels (2) / partial sums
-                      + (Trans ? std::size_t(kWarps) * kTileSmem : 0)  // per-warp transpose scratch
+                      + (transpose_scratch ? std::size_t(kWarps) * kTileSmem : 0)  // per-warp transpose scratch
                       + std::size_t(P) * kTile * K);             // right-hand sides of the block row
 }
 
@@ -104,7 +112,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   T* const diag = reinterpret_cast<T*>(smem_raw);
   T* const stage = diag + P * (P + 1) / 2 * kTileSmem;
   T* const scratch = stage + kWarps * 2 * kTile * K;
-  T* const r = scratch + (Trans ? kWarps * kTileSmem : 0);
+  constexpr bool kLaneAcc = kLaneAccumulate<K, Trans>;
+  T* const r = scratch + (Trans && !kLaneAcc ? kWarps * kTileSmem : 0);
   __shared__ int row_s, panel_s, chunk_s, chunks_s;
   __shared__ int failed_s;
 
@@ -241,39 +250,84 @@ __global__ void __launch_bounds__(kThreads, 1)
         fetched = true;
         return true;
       };
+      // Two tile buffers used in turn (process(a, b) then process(b, a)), so that a tile is never copied
+      // from one to the other: a register copy waits for the loads, which put a memory latency in the
+      // middle of the previous tile's work (Nsight Compute, L^T at n = 16384).
+      T tile_a[kTile], tile_b[kTile];
+      T acc_lane[kLaneAcc ? kTile : 1];  // kLaneAcc: lane r's products with its x for every column
+#pragma unroll
+      for (int c = 0; c < (kLaneAcc ? kTile : 1); ++c) acc_lane[c] = T(0);
+      T x_lane = T(0);      // kLaneAcc: this lane's x of the current tile column
+      bool staged = false;  // x of the current tile already loaded (found published during the previous tile)
       int m = begin + warp / P;
-      T cur[kTile];
-      bool staged = false;  // x of the current tile already staged (found published during the previous tile)
-      if (m < end) load(m, cur);
-#pragma unroll 1
-      for (int j = 0; m < end; m += stride, ++j) {
-        T next[kTile];
+      // One tile column m of the bulk: issue the loads of the tile after it into `next`, wait for the x of
+      // m, multiply `cur`. False when a wait timed out.
+      auto process = [&](int j, T(&cur)[kTile], T(&next)[kTile]) {
         const bool more = m + stride < end;
         if (more) load(m + stride, next);
-        T* const slot = xs + (j & 1) * kTile * K;
         const bool near_diagonal = Trans ? column(m) < tile0 + tiles + P : column(m) >= tile0 - P;
-        if (!fetched && near_diagonal && !fetch_partials()) {
-          if (lane == 0) failed_s = 1;
-          break;
-        }
-        if (!staged && !wait_x(column(m), slot)) {
-          if (lane == 0) failed_s = 1;
-          break;
-        }
-        // Issue the loads of the next tile's x now; they arrive while this tile is multiplied.
-        T xnext[K];
-        const bool next_lane_ready = more && load_x(column(m + stride), xnext);
-        __syncwarp();
-        if (Trans) {
-          warp_store_tile(cur, sc, true);
-          warp_read_tile(sc, cur);
-        }
-        warp_tile_matvec<T, K>(cur, slot, acc);
-        staged = __all_sync(0xffffffffu, next_lane_ready);
-        if (staged) put_x(xnext, xs + ((j + 1) & 1) * kTile * K);
-        __syncwarp();
+        if (!fetched && near_diagonal && !fetch_partials()) return false;
+        if constexpr (kLaneAcc) {
+          // L^T with one right-hand side: lane r holds row r of the tile of L and x of that row, and adds
+          // its products to all 32 columns; one reduction across the lanes after the last tile replaces a
+          // shared-memory transpose per tile.
+          if (!staged) {
+            T v[1];
+            Backoff backoff;
+            backoff.quick = kQuickPolls;
+            while (!__all_sync(0xffffffffu, load_x(column(m), v)))
+              if (!backoff.pause(status, t)) return false;
+            x_lane = v[0];
+          }
+          T xnext[1] = {T(0)};
+          const bool next_lane_ready = more && load_x(column(m + stride), xnext);
 #pragma unroll
-        for (int c = 0; c < kTile; ++c) cur[c] = next[c];
+          for (int c = 0; c < kTile; ++c) acc_lane[c] = fma(cur[c], x_lane, acc_lane[c]);
+          staged = __all_sync(0xffffffffu, next_lane_ready);
+          x_lane = xnext[0];
+        } else {
+          T* const slot = xs + (j & 1) * kTile * K;
+          if (!staged && !wait_x(column(m), slot)) return false;
+          // Issue the loads of the next tile's x now; they arrive while this tile is multiplied.
+          T xnext[K];
+          const bool next_lane_ready = more && load_x(column(m + stride), xnext);
+          __syncwarp();
+          if (Trans) {
+            warp_store_tile(cur, sc, true);
+            warp_read_tile(sc, cur);
+          }
+          warp_tile_matvec<T, K>(cur, slot, acc);
+          staged = __all_sync(0xffffffffu, next_lane_ready);
+          if (staged) put_x(xnext, xs + ((j + 1) & 1) * kTile * K);
+          __syncwarp();
+        }
+        m += stride;
+        return true;
+      };
+      bool ok = true;
+      if (m < end) load(m, tile_a);
+#pragma unroll 1
+      for (int j = 0; ok && m < end; j += 2) {
+        ok = process(j, tile_a, tile_b);
+        if (ok && m < end) ok = process(j + 1, tile_b, tile_a);
+      }
+      if (!ok && lane == 0) failed_s = 1;
+      if constexpr (kLaneAcc) {
+        // Reduce-scatter across the lanes: after the step of width w, entry i < w holds column
+        // i + (lane & ~(w - 1) & 31) summed over the 32 / w lanes that share those bits of `lane`; after
+        // the last step entry 0 is column `lane` summed over the warp.
+#pragma unroll
+        for (int step = 1; step < kTile; step *= 2) {
+          const int w = kTile / 2 / step;
+          const bool upper = (lane & w) != 0;
+#pragma unroll
+          for (int i = 0; i < w; ++i) {
+            const T send = upper ? acc_lane[i] : acc_lane[i + w];
+            const T keep = upper ? acc_lane[i + w] : acc_lane[i];
+            acc_lane[i] = keep + __shfl_xor_sync(0xffffffffu, send, w);
+          }
+        }
+        acc[0] += acc_lane[0];
       }
       if (!fetched && !failed_s && !fetch_partials() && lane == 0) failed_s = 1;
     }
@@ -590,11 +644,12 @@ void dense_trsm(Transpose trans, Diagonal diag, int n, int nrhs, const T* L, int
           "dense_trsm: options.panels_per_launch = " + std::to_string(panels) + " is not in 0 .. " +
               std::to_string(kMaxPanelsPerLaunch));
   const bool t = trans == Transpose::yes, unit = diag == Diagonal::unit;
-  const int chunk_tiles = (chunk == DenseTrsvOptions::kAutoChunk ? (!t && n > 8192 ? 512 : 128) : chunk) / kTile;
+  const int auto_chunk = nrhs == 1 && n > 8192 ? 512 : 0;
+  const int chunk_tiles = (chunk == DenseTrsvOptions::kAutoChunk ? auto_chunk : chunk) / kTile;
   if (n == 0 || nrhs == 0) return;
   require(L != nullptr, "dense_trsm: L is null");
   require(X != nullptr, "dense_trsm: X is null");
-  const int rows_per_block = rows != 0 ? rows : n <= 32 ? 32 : n <= 64 ? 64 : (t && n > 128 && n <= 4096) ? 64 : 128;
+  const int rows_per_block = rows != 0 ? rows : n <= 32 ? 32 : n <= 64 ? 64 : 128;
   // Panels of 8 columns (4 or 1 when nrhs is smaller), up to `panels` of them per launch.
   const int width = nrhs == 1 ? 1 : nrhs <= 4 ? 4 : kMaxPanel;
   const int per_launch = width * (panels != 0 ? panels : kMaxPanelsPerLaunch);

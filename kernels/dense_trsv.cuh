@@ -6,7 +6,9 @@
 // serves both directions: lane r of a warp owns row r of the tile in use orientation, and every product is
 // a row of the tile times a column of the right-hand side block. Transposed tiles are transposed once, when
 // they are cached in shared memory (Hogg 2013, section on the transpose solve), so that global reads stay
-// coalesced in both directions.
+// coalesced in both directions. (The multi-block kernel's transposed solve with one right-hand side keeps
+// its off-diagonal tiles as loaded instead: each lane multiplies its row of L by its own x and the lanes'
+// sums are reduced once per task, kernels/dense_trsv.cu.)
 //
 // Right-hand sides come in panels of K columns (K a compile-time constant: 1, 4 or 8); a panel of one
 // tile is stored in shared memory as `xs[c * K + k]` (row c, column k), so every lane reads the same address
@@ -70,10 +72,23 @@ constexpr int kTile = 32;                  ///< tile edge, one row per lane
 constexpr int kTileLd = kTile + 1;         ///< padded row stride of a tile in shared memory
 constexpr int kTileSmem = kTile * kTileLd; ///< elements of one shared-memory tile
 
+/// A zero in device memory, never written: the address that warp_load_tile reads for the elements
+/// outside a partial tile.
+static __device__ double zero_f64 = 0.0;
+static __device__ float zero_f32 = 0.0f;
+
+template <typename T>
+__device__ inline const T* zero_element() {
+  if constexpr (std::is_same_v<T, double>)
+    return &zero_f64;
+  else
+    return &zero_f32;
+}
+
 /// Warp: loads the tile whose top-left element is `a` (column-major, leading dimension `lda`) into
 /// registers, lane r getting row r: `row[c] = a[r + c * lda]` for r < rows, c < cols, zero elsewhere.
-/// `a` itself must be readable even when rows or cols is 0. Global memory, read-only for the whole
-/// kernel. The loads of a column are coalesced (256 bytes for FP64); all 32 are issued before any is used.
+/// Global memory, read-only for the whole kernel. The loads of a column are coalesced (256 bytes for
+/// FP64); all 32 are issued before any is used.
 template <typename T>
 __device__ inline void warp_load_tile(const T* __restrict__ a, long long lda, int rows, int cols,
                                       T (&row)[kTile]) {
@@ -81,15 +96,17 @@ __device__ inline void warp_load_tile(const T* __restrict__ a, long long lda, in
   // Hide lda from the optimizer so that it walks the columns with one pointer instead of hoisting 32
   // 64-bit column offsets out of the caller's loop (64 registers that pushed the FP64 kernels into spills).
   asm volatile("" : "+l"(lda));
-  // Every lane loads from a valid address (outside the tile: from `a`), so no load can leave the
-  // allocation however the compiler schedules it: compute-sanitizer caught guarded loads of an earlier
-  // version hoisted out of their guard.
+  // Every lane loads from a valid address, the element outside the tile from a zero in device memory:
+  // no load can leave the allocation however the compiler schedules it (compute-sanitizer caught guarded
+  // loads of an earlier version hoisted out of their guard), and no value is selected after its load. A
+  // select after the load (`inside ? value : 0`) made the compiler wait for the loads of the next tile
+  // in the middle of the current one: L^T at n = 8192 took 612 us instead of 177 us (H100).
   const T* p = a + lane;
+  const T* const zero = zero_element<T>();
 #pragma unroll
   for (int c = 0; c < kTile; ++c, p += lda) {
     const bool inside = lane < rows && c < cols;
-    const T value = __ldg(inside ? p : a);
-    row[c] = inside ? value : T(0);
+    row[c] = __ldg(inside ? p : zero);
   }
 }
 

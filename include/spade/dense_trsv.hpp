@@ -27,15 +27,15 @@ namespace spade {
 enum class Transpose { no, yes };    ///< solve with L (x := L^{-1} x) or with L^T (x := L^{-T} x)
 enum class Diagonal { non_unit, unit };  ///< unit: the diagonal is taken as 1 and never read
 
-/// Tuning knobs of dense_trsm; the defaults are what drivers/bench_dense_trsv found fastest (H200).
+/// Tuning knobs of dense_trsm; the defaults are what drivers/bench_dense_trsv found fastest (H100).
 struct DenseTrsvOptions {
   static constexpr int kAutoChunk = -1;
-  /// Rows per block row of the multi-block kernel: 32, 64 or 128, or 0 to choose by n and direction (the
-  /// smallest that covers n up to 128; then 64 for the transposed solve up to n = 4096, else 128). A larger block row means fewer inter-block hand-offs on the
-  /// critical path, a longer diagonal step per hand-off and more shared memory per block.
+  /// Rows per block row of the multi-block kernel: 32, 64 or 128, or 0 to choose by n (the smallest that
+  /// covers n up to 64, else 128). A larger block row means fewer inter-block hand-offs on the critical
+  /// path, a longer diagonal step per hand-off and more shared memory per block.
   int rows_per_block = 0;
-  /// Off-diagonal columns per task, a multiple of 128, 0 for one task per block row, or kAutoChunk (128,
-  /// and 512 for the non-transposed solve with n > 8192). A split block row is owned by the task that
+  /// Off-diagonal columns per task, a multiple of 128, 0 for one task per block row, or kAutoChunk (512 for
+  /// one right-hand side with n > 8192, else 0). A split block row is owned by the task that
   /// multiplies the 128 columns next to its diagonal and solves the diagonal block; the columns left of
   /// those go in chunks of this many columns to tasks on other thread blocks, whose partial sums meet in
   /// global memory. So the long rows of a large matrix do not each stream through one multiprocessor, and
