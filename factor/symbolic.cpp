@@ -150,10 +150,13 @@ LowerPattern strict_part(index_t n, const std::vector<offset_t>& ptr, const std:
 
 offset_t trapezoid_entries(offset_t cols, offset_t rows) { return cols * rows - cols * (cols - 1) / 2; }
 
-// The elimination tree of P A P^T for an ordering perm, summarized: its postorder, and the predicted nnz(L)
-// and flops (without supernodes), from etree + postorder + column counts.
+// The elimination tree of P A P^T for an ordering perm: the etree, its postorder and the column counts, kept
+// so that analyze() relabels them for the chosen ordering instead of recomputing them; and the predicted
+// nnz(L) and flops (without supernodes) from the counts.
 struct OrderingAnalysis {
+  std::vector<index_t> parent;
   std::vector<index_t> post;
+  std::vector<index_t> col_counts;
   offset_t nnz_l = 0;
   double flops = 0;
 };
@@ -163,10 +166,11 @@ OrderingAnalysis analyze_ordering(const SparseMatrix& A, const std::vector<index
   std::vector<index_t> rows;
   permuted_lower(A, inverse_permutation(perm), ptr, rows, source);
   const LowerPattern L = strict_part(A.cols(), ptr, rows);
-  const std::vector<index_t> parent = etree_of(L);
   OrderingAnalysis a;
-  a.post = postorder(parent);
-  for (index_t c : col_counts_of(L, parent, a.post)) {
+  a.parent = etree_of(L);
+  a.post = postorder(a.parent);
+  a.col_counts = col_counts_of(L, a.parent, a.post);
+  for (index_t c : a.col_counts) {
     a.nnz_l += c;
     a.flops += static_cast<double>(c) * c;
   }
@@ -264,14 +268,21 @@ std::shared_ptr<const SymbolicFactor> analyze(const SparseMatrix& A, const Analy
   const auto ordered = std::chrono::steady_clock::now();
   S->ordering_seconds = std::chrono::duration<double>(ordered - start).count();
 
-  // 2. Compose the ordering with its etree postorder, so that C = P A P^T is postordered.
+  // 2. Compose the ordering with its etree postorder, so that C = P A P^T is postordered. A postorder only
+  //    relabels the etree (column post[k] of perm0's matrix becomes column k of C, with the same fill), so
+  //    C's etree and column counts are the chosen ordering's, renumbered rather than recomputed.
   S->perm.resize(n);
   for (index_t k = 0; k < n; ++k) S->perm[k] = perm0[chosen.post[k]];
   S->iperm = inverse_permutation(S->perm);
   permuted_lower(A, S->iperm, S->c_ptr, S->c_rows, S->c_source);
-  const LowerPattern L = strict_part(n, S->c_ptr, S->c_rows);
-  S->parent = etree_of(L);
-  S->col_counts = col_counts_of(L, S->parent, postorder(S->parent));
+  const std::vector<index_t> ipost = inverse_permutation(chosen.post);
+  S->parent.resize(n);
+  S->col_counts.resize(n);
+  for (index_t k = 0; k < n; ++k) {
+    const index_t p = chosen.parent[chosen.post[k]];
+    S->parent[k] = p == -1 ? index_t{-1} : ipost[p];
+    S->col_counts[k] = chosen.col_counts[chosen.post[k]];
+  }
 
   // 3. Fundamental supernodes: j joins j-1's supernode when j is j-1's parent, has it as only child, and
   //    the column counts shrink by exactly one.

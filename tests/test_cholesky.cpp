@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 #include <set>
 #include <vector>
@@ -111,6 +112,15 @@ std::vector<std::set<index_t>> brute_force_structure(const SparseMatrix& A) {
   return cols;
 }
 
+// C = P A P^T for the inverse permutation iperm (C(iperm[i], iperm[j]) = A(i, j)), pattern only (ones).
+SparseMatrix permuted_pattern(const SparseMatrix& A, const std::vector<index_t>& iperm) {
+  std::vector<std::int64_t> r, c;
+  for (index_t j = 0; j < A.cols(); ++j)
+    for (offset_t p = A.col_ptr()[j]; p < A.col_ptr()[j + 1]; ++p)
+      r.push_back(iperm[A.row_ind()[p]]), c.push_back(iperm[j]);
+  return SparseMatrix::from_triplets(A.rows(), A.cols(), r, c, std::vector<double>(r.size(), 1.0));
+}
+
 TEST(Symbolic, GoldenDavisFigure42) {
   const SparseMatrix A = davis_figure_4_2();
   const std::vector<index_t> parent = etree(A);
@@ -148,12 +158,7 @@ TEST(Symbolic, SupernodesCoverTheTrueStructure) {
     options.supernodes.relax = relax;
     const auto S = analyze(A, options);
     // Structure of L of the permuted matrix, by brute force.
-    std::vector<std::int64_t> r, c;
-    for (index_t j = 0; j < A.cols(); ++j)
-      for (offset_t p = A.col_ptr()[j]; p < A.col_ptr()[j + 1]; ++p)
-        r.push_back(S->iperm[A.row_ind()[p]]), c.push_back(S->iperm[j]);
-    const SparseMatrix C = SparseMatrix::from_triplets(A.rows(), A.cols(), r, c, std::vector<double>(r.size(), 1.0));
-    const auto structure = brute_force_structure(C);
+    const auto structure = brute_force_structure(permuted_pattern(A, S->iperm));
     offset_t true_nnz = 0;
     for (index_t j = 0; j < S->n; ++j) {
       true_nnz += static_cast<offset_t>(structure[j].size());
@@ -173,6 +178,27 @@ TEST(Symbolic, SupernodesCoverTheTrueStructure) {
       }
     }
   }
+}
+
+// analyze() relabels the etree and column counts of its ordering by the postorder instead of recomputing
+// them on C = P A P^T: they must equal etree and col_counts of C, computed from scratch.
+TEST(Symbolic, EtreeAndColumnCountsAreThoseOfThePermutedMatrix) {
+  const std::vector<SparseMatrix> matrices = {laplacian_2d(30, 20), laplacian_2d(17, 23, Stencil::nine_point),
+                                              laplacian_3d(8, 9, 10),
+                                              laplacian_3d(20, 20, 20, Stencil::twenty_seven_point)};
+  const std::vector<std::optional<OrderingMethod>> orderings = {std::nullopt, OrderingMethod::natural,
+                                                                OrderingMethod::amd, OrderingMethod::metis};
+  for (std::size_t m = 0; m < matrices.size(); ++m)
+    for (const auto& ordering : orderings) {
+      AnalyzeOptions options;
+      options.ordering = ordering;
+      const auto S = analyze(matrices[m], options);
+      const SparseMatrix C = permuted_pattern(matrices[m], S->iperm);
+      const std::vector<index_t> parent = etree(C);
+      EXPECT_EQ(S->parent, parent) << "matrix " << m << ", ordering " << to_string(S->ordering);
+      EXPECT_EQ(S->col_counts, col_counts(C, parent, postorder(parent)))
+          << "matrix " << m << ", ordering " << to_string(S->ordering);
+    }
 }
 
 class RandomSpd : public ::testing::TestWithParam<OrderingMethod> {};
