@@ -89,7 +89,7 @@ double copy_bandwidth_gbs(cudaStream_t stream) {
 struct Row {
   int n;
   double floor_us, cublas_n, ours_n, ours_inv_n, cublas_t, ours_t, ours_inv_t, invert, cublas_16, ours_16,
-      ours_16_separate, ours_16_chunked;
+      ours_16_separate, ours_16_chunked, cublas_16t, ours_16t;
   std::vector<double> variants;  // kVariants, in order
 };
 
@@ -181,24 +181,29 @@ int main(int argc, char** argv) {
     }, stream);
     const int reps16 = n >= 8192 ? 7 : 21;
     const double one = 1.0;
-    r.cublas_16 = median_us(2, reps16, [&](int i) {
-      const int c = i % copies;
-      CUBLAS_CHECK(cublasDtrsm(handle, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, n, nrhs,
-                               &one, L[c], lda, X[c], n));
-    }, stream);
-    auto trsm16 = [&](int panels_per_launch, int chunk_columns = spade::DenseTrsvOptions::kAutoChunk) {
+    auto cublas_trsm16 = [&](cublasOperation_t op) {
+      return median_us(2, reps16, [&](int i) {
+        const int c = i % copies;
+        CUBLAS_CHECK(cublasDtrsm(handle, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, op, CUBLAS_DIAG_NON_UNIT, n, nrhs,
+                                 &one, L[c], lda, X[c], n));
+      }, stream);
+    };
+    auto trsm16 = [&](spade::Transpose t, int panels_per_launch,
+                      int chunk_columns = spade::DenseTrsvOptions::kAutoChunk) {
       spade::DenseTrsvOptions o;
       o.panels_per_launch = panels_per_launch;
       o.chunk_columns = chunk_columns;
       return median_us(2, reps16, [&](int i) {
         const int c = i % copies;
-        spade::dense_trsm<double>(spade::Transpose::no, spade::Diagonal::non_unit, n, nrhs, L[c], lda, inv[c], X[c], n,
-                                  ws, stream, o);
+        spade::dense_trsm<double>(t, spade::Diagonal::non_unit, n, nrhs, L[c], lda, inv[c], X[c], n, ws, stream, o);
       }, stream);
     };
-    r.ours_16 = trsm16(0);
-    r.ours_16_separate = trsm16(1);
-    r.ours_16_chunked = trsm16(0, 512);
+    r.cublas_16 = cublas_trsm16(CUBLAS_OP_N);
+    r.ours_16 = trsm16(kN, 0);
+    r.ours_16_separate = trsm16(kN, 1);
+    r.ours_16_chunked = trsm16(kN, 0, 512);
+    r.cublas_16t = cublas_trsm16(CUBLAS_OP_T);
+    r.ours_16t = trsm16(kT, 0);
     ws.check(stream);
     rows.push_back(r);
     for (int c = 0; c < copies; ++c) {
@@ -233,12 +238,14 @@ int main(int argc, char** argv) {
     for (double t : r.variants) std::printf(" %s |", fmt(t).c_str());
     std::printf("\n");
   }
-  std::printf("\n### 16 right-hand sides, FP64, N, non-unit (us)\n\n| n | cuBLAS dtrsm | ours (inv) | speedup | ours, "
-              "one launch per 8 columns | ours, 512-column chunks |\n|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("\n### 16 right-hand sides, FP64, non-unit (us)\n\n| n | cuBLAS dtrsm N | ours N (inv) | speedup N | ours N, "
+              "one launch per 8 columns | ours N, 512-column chunks | cuBLAS dtrsm T | ours T (inv) | speedup T |\n"
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Row& r : rows)
-    std::printf("| %d | %s | %s | %sx | %s | %s |\n", r.n, fmt(r.cublas_16).c_str(), fmt(r.ours_16).c_str(),
-                fmt(r.cublas_16 / r.ours_16, 2).c_str(), fmt(r.ours_16_separate).c_str(),
-                fmt(r.ours_16_chunked).c_str());
+    std::printf("| %d | %s | %s | %sx | %s | %s | %s | %s | %sx |\n", r.n, fmt(r.cublas_16).c_str(),
+                fmt(r.ours_16).c_str(), fmt(r.cublas_16 / r.ours_16, 2).c_str(), fmt(r.ours_16_separate).c_str(),
+                fmt(r.ours_16_chunked).c_str(), fmt(r.cublas_16t).c_str(), fmt(r.ours_16t).c_str(),
+                fmt(r.cublas_16t / r.ours_16t, 2).c_str());
   CUBLAS_CHECK(cublasDestroy(handle));
   SPADE_CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;
