@@ -92,13 +92,14 @@ constexpr int kTicket = 0, kExits = 1, kCounterInts = 4;
 /// with panels of K > 1 columns the tiles are transposed in a per-warp shared-memory scratch.
 template <int K, bool Trans>
 constexpr bool kLaneAccumulate = Trans && K == 1;
+template <int K, bool Trans>
+constexpr bool kTransposeScratch = Trans && !kLaneAccumulate<K, Trans>;
 
 template <typename T, int K, int P, bool Trans>
 constexpr std::size_t trsm_smem_bytes() {
-  constexpr bool transpose_scratch = Trans && !kLaneAccumulate<K, Trans>;
   return sizeof(T) * (std::size_t(P * (P + 1) / 2) * kTileSmem  // diagonal block
                       + std::size_t(kWarps) * 2 * kTile * K      // per-warp x panels (2) / partial sums
-                      + (transpose_scratch ? std::size_t(kWarps) * kTileSmem : 0)  // per-warp transpose scratch
+                      + (kTransposeScratch<K, Trans> ? std::size_t(kWarps) * kTileSmem : 0)  // transpose scratch
                       + std::size_t(P) * kTile * K);             // right-hand sides of the block row
 }
 
@@ -113,7 +114,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   T* const stage = diag + P * (P + 1) / 2 * kTileSmem;
   T* const scratch = stage + kWarps * 2 * kTile * K;
   constexpr bool kLaneAcc = kLaneAccumulate<K, Trans>;
-  T* const r = scratch + (Trans && !kLaneAcc ? kWarps * kTileSmem : 0);
+  T* const r = scratch + (kTransposeScratch<K, Trans> ? kWarps * kTileSmem : 0);
   __shared__ int row_s, panel_s, chunk_s, chunks_s;
   __shared__ int failed_s;
 
