@@ -54,9 +54,10 @@ __global__ void fill_vector(double* x, long long count, unsigned long long seed)
   }
 }
 
-/// Median time in microseconds of `reps` calls of `call(rep)`, after `warmup` calls.
+/// Timed like the solves, it shows what a launch alone costs (the latency floor of a small solve).
 __global__ void empty_kernel() {}
 
+/// Median time in microseconds of `reps` calls of `call(rep)`, after `warmup` calls.
 double median_us(int warmup, int reps, const std::function<void(int)>& call, cudaStream_t stream) {
   for (int i = 0; i < warmup; ++i) call(i);
   std::vector<cudaEvent_t> events(reps + 1);
