@@ -1,7 +1,9 @@
 // Benchmark of the sparse triangular solve (include/spade/sptrsv.hpp) against cuSPARSE SpSV / SpSM and the
 // bandwidth floor, printing markdown tables (docs/benchmarks/sptrsv.md).
 //
-// usage: bench_sptrsv [name-filter ...]   (only matrices whose name contains one of the filters)
+// usage: bench_sptrsv [--algorithms NAME,NAME,...] [name-filter ...]
+//   --algorithms  the algorithms to time (names of spade::to_string, "auto" included; default all of them)
+//   name-filter   only matrices whose name contains one of the filters
 //
 // Each matrix gives L = strictly lower part of its pattern plus a stored unit diagonal, CSR, non-unit
 // solve type (the diagonal is read, as cuSPARSE reads it); off-diagonal values are random in [-1, 1] scaled
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "kernels/cuda_check.hpp"
+#include "kernels/sync.cuh"
 #include "spade/error.hpp"
 #include "spade/generators.hpp"
 #include "spade/matrix_market.hpp"
@@ -44,10 +47,12 @@ using spade::SptrsvAlgorithm;
       throw spade::ResourceError(std::string(#call) + ": " + cusparseGetErrorString(status_)); \
   } while (0)
 
-const std::vector<SptrsvAlgorithm> kAlgorithms = {SptrsvAlgorithm::levr,   SptrsvAlgorithm::levc,
-                                                  SptrsvAlgorithm::slfr,   SptrsvAlgorithm::slfc,
-                                                  SptrsvAlgorithm::syncfree, SptrsvAlgorithm::thread,
-                                                  SptrsvAlgorithm::fused};
+/// The algorithms timed (all by default; --algorithms chooses), and whether auto is one of them.
+std::vector<SptrsvAlgorithm> kAlgorithms = {SptrsvAlgorithm::levr,     SptrsvAlgorithm::levc,
+                                            SptrsvAlgorithm::slfr,     SptrsvAlgorithm::slfc,
+                                            SptrsvAlgorithm::syncfree, SptrsvAlgorithm::thread,
+                                            SptrsvAlgorithm::fused};
+bool kWithAuto = true;
 
 template <typename U>
 struct DeviceVector {
@@ -148,6 +153,44 @@ double copy_bandwidth() {
   SPADE_CUDA_CHECK(cudaMemset(a.p, 1, bytes));
   const double ms = time_solve([&] { SPADE_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice)); });
   return 2.0 * bytes / (ms * 1e-3);  // bytes read + written per second
+}
+
+/// Two thread blocks on different SMs (each asks for more than half of an SM's shared memory) pass a
+/// value back and forth `hops` times through device memory, the way the solve kernels hand a solved
+/// unknown to a waiting row: one relaxed store, relaxed polls without sleeping. Block b takes the hops
+/// b, b + 2, ...; a poll gives up after `limit` tries and sets *failed.
+__global__ void handoff_kernel(double* value, int hops, long long limit, int* failed) {
+  extern __shared__ char keep_apart[];
+  if (threadIdx.x != 0) return;
+  keep_apart[0] = 0;
+  for (int k = blockIdx.x; k < hops; k += 2) {
+    long long polls = 0;
+    while (spade::kernels::load_relaxed(value) != double(k))
+      if (++polls == limit) {
+        *failed = 1;
+        return;
+      }
+    spade::kernels::store_relaxed(value, double(k + 1));
+  }
+}
+
+/// One-way latency (us) of a hand-off between two SMs through device memory, the floor of one step of a
+/// dependency chain that crosses warps in a sync-free kernel: a launch of 20,000 hops timed like the solves
+/// (the 8-byte reset before each launch is inside the timing, a few microseconds of about 10 ms).
+double handoff_latency_us() {
+  const int hops = 20000;
+  const int smem = 120 * 1024;
+  SPADE_CUDA_CHECK(cudaFuncSetAttribute(handoff_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  DeviceVector<double> value(1);
+  DeviceVector<int> failed(1);
+  SPADE_CUDA_CHECK(cudaMemset(failed.p, 0, sizeof(int)));
+  const double ms = time_solve([&] {
+    SPADE_CUDA_CHECK(cudaMemset(value.p, 0, sizeof(double)));
+    handoff_kernel<<<2, 32, smem>>>(value.p, hops, 1ll << 30, failed.p);
+    SPADE_CUDA_CHECK(cudaGetLastError());
+  });
+  if (failed.download()[0] != 0) throw spade::ResourceError("hand-off benchmark: a poll gave up");
+  return ms * 1e3 / hops;
 }
 
 double relative_error(const std::vector<double>& x, const std::vector<double>& ref) {
@@ -282,7 +325,12 @@ Row run_matrix(const std::string& name, const HostCsr& L, double bandwidth, cusp
     const auto got = measure(a, row.ours.back());
     if (a == SptrsvAlgorithm::levr) row.stats = got.first;  // the level sets' statistics
   }
-  row.auto_choice = measure(SptrsvAlgorithm::automatic, row.automatic).second;
+  if (kWithAuto) row.auto_choice = measure(SptrsvAlgorithm::automatic, row.automatic).second;
+  if (row.stats.n == 0) {  // levr not timed: its plan still gives the level sets' statistics
+    spade::SptrsvOptions options;
+    options.algorithm = SptrsvAlgorithm::levr;
+    row.stats = spade::SptrsvPlan<double>(view, options).stats();
+  }
   return row;
 }
 
@@ -291,6 +339,14 @@ std::string fmt(double v, bool ok = true) {
   if (std::isnan(v)) return "-";
   std::snprintf(buf, sizeof buf, v < 0.1 ? "%.4f" : (v < 10 ? "%.3f" : "%.1f"), v);
   return ok ? buf : std::string(buf) + " (wrong)";
+}
+
+/// "1.23x", or "-" where a time is missing (auto not timed).
+std::string ratio(double v) {
+  char buf[32];
+  if (!std::isfinite(v) || v == 0) return "-";
+  std::snprintf(buf, sizeof buf, "%.2fx", v);
+  return buf;
 }
 
 void print_tables(const std::vector<Row>& rows) {
@@ -306,7 +362,7 @@ void print_tables(const std::vector<Row>& rows) {
     std::printf("| %s | %d | %lld | %d | %.0f | %.2f | %s | %s |", r.name.c_str(), r.stats.n, (long long)r.nnz,
                 r.stats.levels, r.stats.rows_per_level, r.stats.nnz_per_row + 1, fmt(r.floor).c_str(),
                 fmt(r.cusparse.solve).c_str());
-    double best = INFINITY;
+    double best = kWithAuto && r.automatic.ok ? r.automatic.solve : INFINITY;
     for (const Result& o : r.ours) {
       std::printf(" %s |", fmt(o.solve, o.ok).c_str());
       if (o.ok) best = std::min(best, o.solve);
@@ -316,13 +372,14 @@ void print_tables(const std::vector<Row>& rows) {
     log_auto += std::log(sa);
     slower_best += sb < 1;
     slower_auto += sa < 1;
-    std::printf(" %s (%s) | %.2fx | %.2fx |\n", fmt(r.automatic.solve, r.automatic.ok).c_str(),
-                spade::to_string(r.auto_choice), sb, sa);
+    std::printf(" %s (%s) | %s | %s |\n", fmt(r.automatic.solve, r.automatic.ok).c_str(),
+                kWithAuto ? spade::to_string(r.auto_choice) : "not timed", ratio(sb).c_str(), ratio(sa).c_str());
   }
   const double count = std::max<std::size_t>(rows.size(), 1);
-  std::printf("\nGeometric-mean speedup over cuSPARSE SpSV: best %.2fx, auto %.2fx; slower than cuSPARSE: best on %d, "
+  std::printf("\nGeometric-mean speedup over cuSPARSE SpSV: best %s, auto %s; slower than cuSPARSE: best on %d, "
               "auto on %d of %zu matrices.\n",
-              std::exp(log_best / count), std::exp(log_auto / count), slower_best, slower_auto, rows.size());
+              ratio(std::exp(log_best / count)).c_str(), ratio(std::exp(log_auto / count)).c_str(), slower_best,
+              slower_auto, rows.size());
 
   std::printf("\n### Analysis time (ms, host wall clock, median of 3)\n\n| matrix | cuSPARSE SpSV |");
   for (SptrsvAlgorithm a : kAlgorithms) std::printf(" %s |", spade::to_string(a));
@@ -346,7 +403,7 @@ void print_tables(const std::vector<Row>& rows) {
   double log8_best = 0, log8_auto = 0;
   for (const Row& r : rows) {
     std::printf("| %s | %s | %s |", r.name.c_str(), fmt(r.floor8).c_str(), fmt(r.cusparse.solve8).c_str());
-    double best = INFINITY;
+    double best = kWithAuto && r.automatic.ok ? r.automatic.solve8 : INFINITY;
     for (const Result& o : r.ours) {
       std::printf(" %s |", fmt(o.solve8, o.ok).c_str());
       if (o.ok) best = std::min(best, o.solve8);
@@ -354,10 +411,11 @@ void print_tables(const std::vector<Row>& rows) {
     const double sb = r.cusparse.solve8 / best, sa = r.cusparse.solve8 / r.automatic.solve8;
     log8_best += std::log(sb);
     log8_auto += std::log(sa);
-    std::printf(" %s | %.2fx | %.2fx |\n", fmt(r.automatic.solve8, r.automatic.ok).c_str(), sb, sa);
+    std::printf(" %s | %s | %s |\n", fmt(r.automatic.solve8, r.automatic.ok).c_str(), ratio(sb).c_str(),
+                ratio(sa).c_str());
   }
-  std::printf("\nGeometric-mean speedup over cuSPARSE SpSM (8 right-hand sides): best %.2fx, auto %.2fx.\n",
-              std::exp(log8_best / count), std::exp(log8_auto / count));
+  std::printf("\nGeometric-mean speedup over cuSPARSE SpSM (8 right-hand sides): best %s, auto %s.\n",
+              ratio(std::exp(log8_best / count)).c_str(), ratio(std::exp(log8_auto / count)).c_str());
   // What 8 right-hand sides cost against 1, per algorithm (the dependency chain is the same).
   std::printf("\nTime of 8 right-hand sides over time of 1 (geometric mean over the matrices): cuSPARSE %.2f",
               [&] {
@@ -365,7 +423,7 @@ void print_tables(const std::vector<Row>& rows) {
                 for (const Row& r : rows) l += std::log(r.cusparse.solve8 / r.cusparse.solve);
                 return std::exp(l / count);
               }());
-  for (std::size_t a = 0; a <= kAlgorithms.size(); ++a) {
+  for (std::size_t a = 0; a < kAlgorithms.size() + (kWithAuto ? 1 : 0); ++a) {
     double l = 0;
     for (const Row& r : rows) {
       const Result& o = a < kAlgorithms.size() ? r.ours[a] : r.automatic;
@@ -380,7 +438,27 @@ void print_tables(const std::vector<Row>& rows) {
 
 int main(int argc, char** argv) {
   try {
-    std::vector<std::string> filters(argv + 1, argv + argc);
+    std::vector<std::string> filters;
+    for (int a = 1; a < argc; ++a) {
+      const std::string arg = argv[a];
+      if (arg != "--algorithms") {
+        filters.push_back(arg);
+        continue;
+      }
+      if (++a == argc) throw spade::InvalidInput("--algorithms needs a comma-separated list of names");
+      kAlgorithms.clear();
+      kWithAuto = false;
+      std::string list = argv[a];
+      for (std::size_t start = 0; start <= list.size();) {
+        const std::size_t comma = std::min(list.find(',', start), list.size());
+        const SptrsvAlgorithm algorithm = spade::sptrsv_algorithm_from_string(list.substr(start, comma - start));
+        if (algorithm == SptrsvAlgorithm::automatic)
+          kWithAuto = true;
+        else
+          kAlgorithms.push_back(algorithm);
+        start = comma + 1;
+      }
+    }
     auto wanted = [&](const std::string& name) {
       if (filters.empty()) return true;
       for (const std::string& f : filters)
@@ -390,8 +468,9 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop;
     SPADE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     const double bandwidth = copy_bandwidth();
-    std::printf("Device: %s (%d SMs); measured copy bandwidth %.0f GB/s (read + write)\n", prop.name,
-                prop.multiProcessorCount, bandwidth / 1e9);
+    std::printf("Device: %s (%d SMs); measured copy bandwidth %.0f GB/s (read + write); one hand-off between "
+                "two SMs through device memory %.2f us\n",
+                prop.name, prop.multiProcessorCount, bandwidth / 1e9, handoff_latency_us());
     CusparseRun cusparse;
     std::vector<Row> rows;
     auto add = [&](const std::string& name, const std::function<spade::SparseMatrix()>& make) {
