@@ -10,6 +10,18 @@
 // costs 32 warp steps instead of 32 memory round trips. Lanes poll together, one warp-wide load per pass:
 // 32 lanes spinning apart multiply the polling traffic that slows down the producers.
 //
+// A pass polls memory once, then takes shuffle steps for as long as some lane can take an entry inside the
+// chunk, so that a chain whose outside entries are in runs through the chunk at shuffle speed instead of
+// one step per memory round trip (docs/benchmarks/sptrsv.md, version 9: NotreDame_www 0.162 -> 0.110 ms,
+// lap2d5 1024^2 4.71 -> 3.38 ms on an H100).
+//
+// Waiting costs the producers: every resident warp that polls slows the hand-off of the ones on the
+// critical path (a probe on the H100 measured one hand-off at 0.39 us alone and 1.0 us with 6 blocks per
+// SM polling with 256 ns sleeps, 0.43 us when they sleep 2 us). So a warp whose last pass took nothing
+// looks one step further back: its lowest unsolved lane, which the chunk waits for, also reads the last
+// dependency of the row it waits on. While that one is unsolved the row is at least two hand-offs away
+// and the warp sleeps up to kFarSleepNs between polls; otherwise up to Backoff's 256 ns.
+//
 // Ready flags: the solution buffer y starts as a signalling-NaN sentinel, and a value is its own flag
 // (one relaxed atomic store, one relaxed atomic load). Two buffers alternate between launches: while one
 // is being solved into, every row resets its entry of the other, so no launch needs a separate fill.
@@ -32,6 +44,10 @@
 
 namespace spade::kernels::sptrsv {
 namespace {
+
+/// Longest sleep between polls of a warp whose wait is at least two hand-offs long (see the file comment;
+/// 1024 ns measured better than 2048 and 4096 on the thin 2D grids, version 9).
+constexpr unsigned kFarSleepNs = 1024;
 
 /// The solution buffers of one launch, rhs-major: right-hand side r of unknown i at [r * stride + i].
 template <typename T>
@@ -102,10 +118,10 @@ __device__ void warp_row(const LowerPart<T>& L, const RhsPass<T>& rhs, const Buf
 
 // A thread per row of a 32-row chunk, writing-first: in every pass each unsolved lane takes as many of its
 // ready entries as it can, in column order; entries of earlier chunks are polled in memory (one load per
-// lane per pass, all lanes together), entries inside the chunk are shuffled from the producing lane once
-// the ballot shows it solved. A lane writes its unknown the moment its last entry is in. The lowest
-// unsolved lane only waits on earlier chunks or on lanes below it, so the loop always progresses; a pass in
-// which no lane progresses backs off.
+// lane per pass, all lanes together), then entries inside the chunk are shuffled from the producing lanes,
+// step after step while any lane can take one. A lane writes its unknown the moment its last entry is in.
+// The lowest unsolved lane only waits on earlier chunks or on lanes below it, so the loop always
+// progresses; a pass in which no lane progresses backs off, longer when the wait is far (kFarSleepNs).
 template <typename T, int R>
 __device__ void thread_chunk(const LowerPart<T>& L, const RhsPass<T>& rhs, const Buffers<T>& y, index_t first,
                              DeviceStatus* status) {
@@ -132,10 +148,25 @@ __device__ void thread_chunk(const LowerPart<T>& L, const RhsPass<T>& rhs, const
   unsigned ready = __ballot_sync(kFullMask, solved);
   bool waiting = false;  // R > 1: the entry at k was not solved at its last full read
   Backoff backoff;
+  bool quiet = false;          // the last pass took nothing
+  std::int32_t probe_k = -1;   // the entry whose probe row is `probe`
+  index_t probe = -1;          // the last dependency of the row at entry probe_k (-1: that row has none)
   while (ready != kFullMask) {
     bool progressed = false;
     const unsigned below = (1u << lane) - 1u;
     const bool lowest = (ready & below) == below;  // every lane below is solved: the chunk waits for this one
+    // After a quiet pass the lowest lane reads its probe row beside its own poll (both loads in flight).
+    const bool probing = quiet && lowest && !solved && k < end;
+    T probed = T(0);
+    if (probing) {
+      if (probe_k != k) {
+        const index_t j = L.ind[k];
+        const std::int32_t begin_j = L.ptr[j], end_j = L.ptr[j + 1];
+        probe = end_j > begin_j ? L.ind[end_j - 1] : -1;
+        probe_k = k;
+      }
+      if (probe >= 0) probed = load_relaxed(y.cur + probe);
+    }
     // Entries of earlier chunks that are ready now.
     while (!solved && k < end && L.ind[k] < first) {
       T* yc = y.cur + L.ind[k];
@@ -154,25 +185,34 @@ __device__ void thread_chunk(const LowerPart<T>& L, const RhsPass<T>& rhs, const
       progressed = true;
       ++k;
     }
-    // At most one entry inside the chunk per pass: the shuffle needs every lane.
-    int src = lane;
-    bool take = false;
-    T a = T(0);
-    if (!solved && k < end && L.ind[k] >= first) {
-      src = L.ind[k] - first;
-      take = (ready >> src) & 1u;
-      a = L.val[k];
-    }
-    if (__any_sync(kFullMask, take)) {
+    if (!solved && k == end) finish();
+    ready = __ballot_sync(kFullMask, solved);
+    // Entries inside the chunk, one shuffle step at a time (the shuffle needs every lane), while some lane
+    // can take one; at most kWarpSize steps per pass, so that a dense chunk still polls now and then.
+#pragma unroll 1
+    for (int step = 0; step < kWarpSize; ++step) {
+      int src = lane;
+      bool take = false;
+      T a = T(0);
+      if (!solved && k < end && L.ind[k] >= first) {
+        src = L.ind[k] - first;
+        take = (ready >> src) & 1u;
+        a = L.val[k];
+      }
+      if (!__any_sync(kFullMask, take)) break;
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         const T v = __shfl_sync(kFullMask, acc[r], src);
         if (take) acc[r] -= a * v;
       }
+      if (take) ++k, progressed = true;
+      if (!solved && k == end) finish();
+      ready = __ballot_sync(kFullMask, solved);
     }
-    if (take) ++k, progressed = true;
-    if (!solved && k == end) finish();
-    if (__any_sync(kFullMask, progressed)) {
+    const bool far = probing && probe >= 0 && Sentinel<T>::is(probed);
+    backoff.cap = __any_sync(kFullMask, far) ? kFarSleepNs : 256u;
+    quiet = !__any_sync(kFullMask, progressed);
+    if (!quiet) {
       backoff.reset();
     } else if (__any_sync(kFullMask, !backoff.pause(status, i))) {
       // Gave up (the error is reported): write what there is so that no waiter hangs on this chunk.
@@ -182,8 +222,10 @@ __device__ void thread_chunk(const LowerPart<T>& L, const RhsPass<T>& rhs, const
   }
 }
 
+// Six blocks per SM for one right-hand side, as many as before the probe (40 registers; ptxas, FP64: 8 bytes
+// of spills), three for R = kRhsPerPass (80 registers; 32 bytes of spills).
 template <typename T, int R>
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kBlockThreads, R == 1 ? 6 : 3)
     fused_kernel(LowerPart<T> L, const std::int32_t* items, int nitems, Buffers<T> y, RhsPass<T> rhs, Schedule s) {
   const int ticket = block_ticket(s.tickets);
   const int item = ticket * kBlockWarps + threadIdx.x / kWarpSize;

@@ -80,13 +80,15 @@ __device__ inline void store_relaxed(T* p, T v) {
 }
 
 /// Spin-wait bookkeeping for every bounded wait: status->spin_limit polls at most (kSpinLimit when 0), the
-/// first few without sleeping, then a __nanosleep backoff doubling up to 256 ns; gives up early once
-/// another thread has reported an error, so one failure does not leave the rest of the grid spinning.
+/// first few without sleeping, then a __nanosleep backoff doubling up to `cap` (256 ns unless the caller
+/// knows its wait is long); gives up early once another thread has reported an error, so one failure does
+/// not leave the rest of the grid spinning.
 struct Backoff {
   long long polls = 0;
   long long limit = 0;
   int quick = 4;  ///< polls before the first sleep
   unsigned sleep_ns = 8;
+  unsigned cap = 256;  ///< longest sleep (ns); may change between polls
   /// After an unsuccessful poll: false when the wait must give up (kStatusSpinTimeout is then reported
   /// with `who`, unless the wait ends because of another thread's error).
   __device__ bool pause(DeviceStatus* status, int who) {
@@ -98,8 +100,8 @@ struct Backoff {
     if ((polls & 255) == 0 && device_atomic_int(status->code).load(cuda::memory_order_relaxed) != kStatusOk)
       return false;
     if (polls > quick) {
-      __nanosleep(sleep_ns);
-      if (sleep_ns < 256) sleep_ns *= 2;
+      __nanosleep(sleep_ns < cap ? sleep_ns : cap);
+      if (sleep_ns < cap) sleep_ns *= 2;
     }
     return true;
   }
