@@ -48,11 +48,11 @@ using spade::SptrsvAlgorithm;
   } while (0)
 
 /// The algorithms timed (all by default; --algorithms chooses), and whether auto is one of them.
-std::vector<SptrsvAlgorithm> kAlgorithms = {SptrsvAlgorithm::levr,     SptrsvAlgorithm::levc,
-                                            SptrsvAlgorithm::slfr,     SptrsvAlgorithm::slfc,
-                                            SptrsvAlgorithm::syncfree, SptrsvAlgorithm::thread,
-                                            SptrsvAlgorithm::fused};
-bool kWithAuto = true;
+std::vector<SptrsvAlgorithm> timed_algorithms = {SptrsvAlgorithm::levr,     SptrsvAlgorithm::levc,
+                                                 SptrsvAlgorithm::slfr,     SptrsvAlgorithm::slfc,
+                                                 SptrsvAlgorithm::syncfree, SptrsvAlgorithm::thread,
+                                                 SptrsvAlgorithm::fused};
+bool time_auto = true;
 
 template <typename U>
 struct DeviceVector {
@@ -214,7 +214,7 @@ struct Row {
   std::int64_t nnz = 0;
   double floor = 0, floor8 = 0;
   Result cusparse;
-  std::vector<Result> ours;  // kAlgorithms order
+  std::vector<Result> ours;  // timed_algorithms order
   Result automatic;
   SptrsvAlgorithm auto_choice = SptrsvAlgorithm::automatic;
 };
@@ -320,12 +320,12 @@ Row run_matrix(const std::string& name, const HostCsr& L, double bandwidth, cusp
     r.ok = r.ok && relative_error(x.download(), ref8) < 1e-10;
     return std::make_pair(plan.stats(), plan.algorithm());
   };
-  for (SptrsvAlgorithm a : kAlgorithms) {
+  for (SptrsvAlgorithm a : timed_algorithms) {
     row.ours.emplace_back();
     const auto got = measure(a, row.ours.back());
     if (a == SptrsvAlgorithm::levr) row.stats = got.first;  // the level sets' statistics
   }
-  if (kWithAuto) row.auto_choice = measure(SptrsvAlgorithm::automatic, row.automatic).second;
+  if (time_auto) row.auto_choice = measure(SptrsvAlgorithm::automatic, row.automatic).second;
   if (row.stats.n == 0) {  // levr not timed: its plan still gives the level sets' statistics
     spade::SptrsvOptions options;
     options.algorithm = SptrsvAlgorithm::levr;
@@ -352,9 +352,9 @@ std::string ratio(double v) {
 void print_tables(const std::vector<Row>& rows) {
   std::printf("\n### One right-hand side: solve time (ms, median)\n\n");
   std::printf("| matrix | n | nnz(L) | levels | rows/level | nnz/row | floor | cuSPARSE SpSV |");
-  for (SptrsvAlgorithm a : kAlgorithms) std::printf(" %s |", spade::to_string(a));
+  for (SptrsvAlgorithm a : timed_algorithms) std::printf(" %s |", spade::to_string(a));
   std::printf(" auto (choice) | best / cuSPARSE | auto / cuSPARSE |\n|---|");
-  for (std::size_t c = 0; c < 10 + kAlgorithms.size(); ++c) std::printf("---|");
+  for (std::size_t c = 0; c < 10 + timed_algorithms.size(); ++c) std::printf("---|");
   std::printf("\n");
   double log_best = 0, log_auto = 0;
   int slower_best = 0, slower_auto = 0;
@@ -362,7 +362,7 @@ void print_tables(const std::vector<Row>& rows) {
     std::printf("| %s | %d | %lld | %d | %.0f | %.2f | %s | %s |", r.name.c_str(), r.stats.n, (long long)r.nnz,
                 r.stats.levels, r.stats.rows_per_level, r.stats.nnz_per_row + 1, fmt(r.floor).c_str(),
                 fmt(r.cusparse.solve).c_str());
-    double best = kWithAuto && r.automatic.ok ? r.automatic.solve : INFINITY;
+    double best = time_auto && r.automatic.ok ? r.automatic.solve : INFINITY;
     for (const Result& o : r.ours) {
       std::printf(" %s |", fmt(o.solve, o.ok).c_str());
       if (o.ok) best = std::min(best, o.solve);
@@ -373,7 +373,7 @@ void print_tables(const std::vector<Row>& rows) {
     slower_best += sb < 1;
     slower_auto += sa < 1;
     std::printf(" %s (%s) | %s | %s |\n", fmt(r.automatic.solve, r.automatic.ok).c_str(),
-                kWithAuto ? spade::to_string(r.auto_choice) : "not timed", ratio(sb).c_str(), ratio(sa).c_str());
+                time_auto ? spade::to_string(r.auto_choice) : "not timed", ratio(sb).c_str(), ratio(sa).c_str());
   }
   const double count = std::max<std::size_t>(rows.size(), 1);
   std::printf("\nGeometric-mean speedup over cuSPARSE SpSV: best %s, auto %s; slower than cuSPARSE: best on %d, "
@@ -382,9 +382,9 @@ void print_tables(const std::vector<Row>& rows) {
               slower_auto, rows.size());
 
   std::printf("\n### Analysis time (ms, host wall clock, median of 3)\n\n| matrix | cuSPARSE SpSV |");
-  for (SptrsvAlgorithm a : kAlgorithms) std::printf(" %s |", spade::to_string(a));
+  for (SptrsvAlgorithm a : timed_algorithms) std::printf(" %s |", spade::to_string(a));
   std::printf(" auto |\n|---|---|");
-  for (std::size_t c = 0; c <= kAlgorithms.size(); ++c) std::printf("---|");
+  for (std::size_t c = 0; c <= timed_algorithms.size(); ++c) std::printf("---|");
   std::printf("\n");
   int auto_slower = 0;
   for (const Row& r : rows) {
@@ -396,14 +396,14 @@ void print_tables(const std::vector<Row>& rows) {
   std::printf("\nauto's analysis slower than cuSPARSE's on %d of %zu matrices.\n", auto_slower, rows.size());
 
   std::printf("\n### Eight right-hand sides: solve time (ms, median)\n\n| matrix | floor | cuSPARSE SpSM |");
-  for (SptrsvAlgorithm a : kAlgorithms) std::printf(" %s |", spade::to_string(a));
+  for (SptrsvAlgorithm a : timed_algorithms) std::printf(" %s |", spade::to_string(a));
   std::printf(" auto | best / SpSM | auto / SpSM |\n|---|---|---|");
-  for (std::size_t c = 0; c < kAlgorithms.size() + 3; ++c) std::printf("---|");
+  for (std::size_t c = 0; c < timed_algorithms.size() + 3; ++c) std::printf("---|");
   std::printf("\n");
   double log8_best = 0, log8_auto = 0;
   for (const Row& r : rows) {
     std::printf("| %s | %s | %s |", r.name.c_str(), fmt(r.floor8).c_str(), fmt(r.cusparse.solve8).c_str());
-    double best = kWithAuto && r.automatic.ok ? r.automatic.solve8 : INFINITY;
+    double best = time_auto && r.automatic.ok ? r.automatic.solve8 : INFINITY;
     for (const Result& o : r.ours) {
       std::printf(" %s |", fmt(o.solve8, o.ok).c_str());
       if (o.ok) best = std::min(best, o.solve8);
@@ -423,13 +423,13 @@ void print_tables(const std::vector<Row>& rows) {
                 for (const Row& r : rows) l += std::log(r.cusparse.solve8 / r.cusparse.solve);
                 return std::exp(l / count);
               }());
-  for (std::size_t a = 0; a < kAlgorithms.size() + (kWithAuto ? 1 : 0); ++a) {
+  for (std::size_t a = 0; a < timed_algorithms.size() + (time_auto ? 1 : 0); ++a) {
     double l = 0;
     for (const Row& r : rows) {
-      const Result& o = a < kAlgorithms.size() ? r.ours[a] : r.automatic;
+      const Result& o = a < timed_algorithms.size() ? r.ours[a] : r.automatic;
       l += std::log(o.solve8 / o.solve);
     }
-    std::printf(", %s %.2f", a < kAlgorithms.size() ? spade::to_string(kAlgorithms[a]) : "auto", std::exp(l / count));
+    std::printf(", %s %.2f", a < timed_algorithms.size() ? spade::to_string(timed_algorithms[a]) : "auto", std::exp(l / count));
   }
   std::printf(".\n");
 }
@@ -446,16 +446,16 @@ int main(int argc, char** argv) {
         continue;
       }
       if (++a == argc) throw spade::InvalidInput("--algorithms needs a comma-separated list of names");
-      kAlgorithms.clear();
-      kWithAuto = false;
+      timed_algorithms.clear();
+      time_auto = false;
       std::string list = argv[a];
       for (std::size_t start = 0; start <= list.size();) {
         const std::size_t comma = std::min(list.find(',', start), list.size());
         const SptrsvAlgorithm algorithm = spade::sptrsv_algorithm_from_string(list.substr(start, comma - start));
         if (algorithm == SptrsvAlgorithm::automatic)
-          kWithAuto = true;
+          time_auto = true;
         else
-          kAlgorithms.push_back(algorithm);
+          timed_algorithms.push_back(algorithm);
         start = comma + 1;
       }
     }
@@ -483,8 +483,8 @@ int main(int argc, char** argv) {
                    "(analysis %.3f), SpSM %.4f ms; spade:", r.stats.n, (long long)r.nnz, r.stats.levels,
                    r.stats.rows_per_level, r.stats.nnz_per_row + 1, r.floor, r.floor8, r.cusparse.solve,
                    r.cusparse.analysis, r.cusparse.solve8);
-      for (std::size_t a = 0; a < kAlgorithms.size(); ++a)
-        std::fprintf(stderr, " %s %.4f/%.4f (analysis %.3f)%s", spade::to_string(kAlgorithms[a]), r.ours[a].solve,
+      for (std::size_t a = 0; a < timed_algorithms.size(); ++a)
+        std::fprintf(stderr, " %s %.4f/%.4f (analysis %.3f)%s", spade::to_string(timed_algorithms[a]), r.ours[a].solve,
                      r.ours[a].solve8, r.ours[a].analysis, r.ours[a].ok ? "" : " WRONG");
       std::fprintf(stderr, "; auto=%s %.4f/%.4f (analysis %.3f)\n", spade::to_string(r.auto_choice),
                    r.automatic.solve, r.automatic.solve8, r.automatic.analysis);

@@ -20,7 +20,7 @@
 // SM polling with 256 ns sleeps, 0.43 us when they sleep 2 us). So a warp whose last pass took nothing
 // looks one step further back: its lowest unsolved lane, which the chunk waits for, also reads the last
 // dependency of the row it waits on. While that one is unsolved the row is at least two hand-offs away
-// and the warp sleeps up to kFarSleepNs between polls; otherwise up to Backoff's 256 ns.
+// and the warp sleeps up to kFarSleepNs between polls; otherwise up to Backoff::kShortSleepNs (256 ns).
 //
 // Ready flags: the solution buffer y starts as a signalling-NaN sentinel, and a value is its own flag
 // (one relaxed atomic store, one relaxed atomic load). Two buffers alternate between launches: while one
@@ -210,7 +210,7 @@ __device__ void thread_chunk(const LowerPart<T>& L, const RhsPass<T>& rhs, const
       ready = __ballot_sync(kFullMask, solved);
     }
     const bool far = probing && probe >= 0 && Sentinel<T>::is(probed);
-    backoff.cap = __any_sync(kFullMask, far) ? kFarSleepNs : 256u;
+    backoff.cap = __any_sync(kFullMask, far) ? kFarSleepNs : Backoff::kShortSleepNs;
     quiet = !__any_sync(kFullMask, progressed);
     if (!quiet) {
       backoff.reset();

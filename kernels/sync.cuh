@@ -80,15 +80,16 @@ __device__ inline void store_relaxed(T* p, T v) {
 }
 
 /// Spin-wait bookkeeping for every bounded wait: status->spin_limit polls at most (kSpinLimit when 0), the
-/// first few without sleeping, then a __nanosleep backoff doubling up to `cap` (256 ns unless the caller
-/// knows its wait is long); gives up early once another thread has reported an error, so one failure does
+/// first few without sleeping, then a __nanosleep backoff doubling up to `cap` (kShortSleepNs unless the
+/// caller knows its wait is long); gives up early once another thread has reported an error, so one failure does
 /// not leave the rest of the grid spinning.
 struct Backoff {
+  static constexpr unsigned kShortSleepNs = 256;  ///< the default cap
   long long polls = 0;
   long long limit = 0;
   int quick = 4;  ///< polls before the first sleep
   unsigned sleep_ns = 8;
-  unsigned cap = 256;  ///< longest sleep (ns); may change between polls
+  unsigned cap = kShortSleepNs;  ///< longest sleep (ns); may change between polls
   /// After an unsuccessful poll: false when the wait must give up (kStatusSpinTimeout is then reported
   /// with `who`, unless the wait ends because of another thread's error).
   __device__ bool pause(DeviceStatus* status, int who) {
