@@ -109,40 +109,109 @@ __global__ void transpose_gather_kernel(std::int32_t nnz, const std::int32_t* or
   out_src[t] = src[k];
 }
 
+/// Rows with more entries of earlier chunks still to take than this are swept by the whole warp, 32 loads
+/// at a time; a lane alone has only a few of its loads in flight at once.
+constexpr std::int32_t kLevelsLongRow = kWarpSize;
+
+/// Raises lev to the largest stored level of the entries j = from, from + step, ... below to, all of them
+/// entries of earlier chunks, whose level is known, and returns the first entry whose level is not (to if
+/// none). A max does not care about order: the sweep does not stop at the first unknown entry, so its
+/// loads do not wait on one another.
+template <int step>
+__device__ inline std::int32_t take_known(const index_t* ind, int* level, std::int32_t from, std::int32_t to,
+                                          int& lev) {
+  std::int32_t unknown = to;
+#pragma unroll 4
+  for (std::int32_t j = from; j < to; j += step) {
+    const int l = load_relaxed(&level[ind[j]]);
+    lev = max(lev, l);
+    if (l == 0) unknown = min(unknown, j);
+  }
+  return unknown;
+}
+
 // Kahn's sort seen from the rows (Li 2017): row i's level is fixed once every row it depends on has one,
-// i.e. once its last incoming edge is removed. A warp per row in ticket order; level[i] holds level + 1 so
-// that 0 means "not yet known". The value is its own flag (relaxed store and loads, nothing else is
-// published with it); the lanes poll 32 entries together and reduce with a max.
+// i.e. once its last incoming edge is removed. level[i] holds level + 1 so that 0 means "not yet known";
+// the value is its own flag (relaxed store and loads, nothing else is published with it).
+//
+// Thread-level chunks as in the solve of YuenyeungSpTRSV 2021 (thread_chunk in sptrsv_fused.cu): a warp
+// takes 32 consecutive rows, chunks handed out in index order by block tickets, a lane per row, writing-
+// first. A row's entries of earlier chunks (a prefix: columns are sorted) are swept from memory in every
+// pass, from the first one not known yet (take_known); its entries inside the chunk (at most 31, its last
+// ones) are taken in order by a shuffle from the producing lane once a ballot shows it done, step after
+// step while some lane can take one; a lane stores its level the moment its last entry is in. Rows with
+// many entries of earlier chunks left (arrow matrices: thousands) are swept by the whole warp instead, one
+// after another, at the start of a pass. The lowest lane not done waits only on earlier chunks, which are
+// running, or on lanes below it, so the chunk always progresses; a pass that takes nothing backs off, and
+// on giving up every lane stores what it has, so that no waiter hangs. One atomicMax per warp.
 __global__ void __launch_bounds__(kBlockThreads)
     levels_csr_kernel(index_t n, const std::int32_t* ptr, const index_t* ind, int* level, int* max_level,
                       Schedule s) {
   const int ticket = block_ticket(s.tickets);
   const int lane = threadIdx.x % kWarpSize;
-  const index_t i = ticket * kBlockWarps + threadIdx.x / kWarpSize;
-  if (i < n) {
-    int lev = 0;
+  const index_t first = (ticket * kBlockWarps + threadIdx.x / kWarpSize) * kWarpSize;
+  if (first < n) {
+    const index_t i = first + lane;
+    const bool active = i < n;
+    std::int32_t k = active ? ptr[i] : 0;
+    const std::int32_t end = active ? ptr[i + 1] : 0;
+    std::int32_t inner = end;  // the first entry inside the chunk
+    while (inner > k && ind[inner - 1] >= first) --inner;
+    int lev = 0;  // the largest stored level taken so far; the row's own stored level once done
+    bool done = !active;
+    auto finish = [&] {
+      store_relaxed(&level[i], ++lev);
+      done = true;
+    };
+    if (active && k == end) finish();
+    unsigned ready = __ballot_sync(kFullMask, done);
     Backoff backoff;
-    bool abort = false;
-    for (std::int32_t base = ptr[i]; base < ptr[i + 1] && !abort; base += kWarpSize) {
-      const std::int32_t k = base + lane;
-      bool have = k >= ptr[i + 1];
-      const index_t c = have ? 0 : ind[k];
-      while (true) {
-        if (!have) {
-          const int l = device_atomic_int(level[c]).load(cuda::memory_order_relaxed);
-          have = l > 0;
-          lev = max(lev, l);
+    while (ready != kFullMask) {
+      const std::int32_t before = k;
+      const unsigned long_rows = __ballot_sync(kFullMask, !done && inner - k > kLevelsLongRow);
+      for (unsigned rows = long_rows; rows != 0; rows &= rows - 1) {
+        const int r = __ffs(rows) - 1;
+        int part = 0;
+        const std::int32_t from = __shfl_sync(kFullMask, k, r) + lane, to = __shfl_sync(kFullMask, inner, r);
+        const std::int32_t unknown = __reduce_min_sync(kFullMask, take_known<kWarpSize>(ind, level, from, to, part));
+        part = __reduce_max_sync(kFullMask, part);
+        if (lane == r) {
+          k = unknown;
+          lev = max(lev, part);
         }
-        if (__all_sync(kFullMask, have)) break;
-        abort = __any_sync(kFullMask, !backoff.pause(s.status, i));
-        if (abort) break;
       }
+      if (!done && k < inner && !((long_rows >> lane) & 1u)) k = take_known<1>(ind, level, k, inner, lev);
+      bool progressed = k > before;
+      if (!done && k == end) finish();
+      ready = __ballot_sync(kFullMask, done);
+      // At most kWarpSize shuffle steps per pass, so that a dense chunk still polls now and then.
+#pragma unroll 1
+      for (int step = 0; step < kWarpSize; ++step) {
+        int src = lane;
+        bool take = false;
+        if (!done && k >= inner && k < end) {
+          src = ind[k] - first;
+          take = (ready >> src) & 1u;
+        }
+        if (!__any_sync(kFullMask, take)) break;
+        const int l = __shfl_sync(kFullMask, lev, src);
+        if (take) {
+          lev = max(lev, l);
+          progressed = true;
+          ++k;
+        }
+        if (!done && k == end) finish();
+        ready = __ballot_sync(kFullMask, done);
+      }
+      if (__any_sync(kFullMask, progressed)) {
+        backoff.reset();
+      } else if (__any_sync(kFullMask, !backoff.pause(s.status, i))) {
+        if (!done) finish();
+      }
+      ready = __ballot_sync(kFullMask, done);
     }
-    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) lev = max(lev, __shfl_xor_sync(kFullMask, lev, offset));
-    if (lane == 0) {
-      device_atomic_int(level[i]).store(lev + 1, cuda::memory_order_relaxed);
-      atomicMax(max_level, lev + 1);
-    }
+    const int top = __reduce_max_sync(kFullMask, lev);
+    if (lane == 0) atomicMax(max_level, top);
   }
   block_finished(s.tickets, gridDim.x);
 }
@@ -239,14 +308,45 @@ __global__ void chunk_fill_kernel(index_t n, const std::int32_t* ptr, double thr
 
 template <typename T>
 __global__ void gather_values_kernel(index_t n, std::int32_t nnz, const T* values, const std::int32_t* src,
-                                     const std::int32_t* diag_src, bool unit, bool reversed, T* val, T* diag,
-                                     int* zero_row) {
+                                     const std::int32_t* diag_src, bool unit, bool reversed,
+                                     const std::int32_t* perm, T* val, T* diag, int* zero_row) {
   const std::int32_t t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t < nnz) val[t] = values[src[t]];
   if (t < n) {
     const T d = unit ? T(1) : (diag_src[t] < 0 ? T(0) : values[diag_src[t]]);
     diag[t] = d;
-    if (d == T(0)) atomicMin(zero_row, reversed ? n - 1 - t : t);
+    const index_t row = perm != nullptr ? perm[t] : t;
+    if (d == T(0)) atomicMin(zero_row, reversed ? n - 1 - row : row);
+  }
+}
+
+template <typename T>
+__global__ void perm_count_kernel(index_t n, const std::int32_t* ptr, const std::int32_t* jlev, const T* diag,
+                                  const std::int32_t* diag_src, std::int32_t* inv, std::int32_t* count,
+                                  T* out_diag, std::int32_t* out_diag_src) {
+  const index_t r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= n) return;
+  const index_t i = jlev[r];
+  inv[i] = r;
+  count[r] = ptr[i + 1] - ptr[i];
+  out_diag[r] = diag[i];
+  out_diag_src[r] = diag_src[i];
+}
+
+// A warp per row: rows of arrow matrices have thousands of entries.
+template <typename T>
+__global__ void perm_fill_kernel(index_t n, const std::int32_t* ptr, const index_t* ind, const T* val,
+                                 const std::int32_t* src, const std::int32_t* jlev, const std::int32_t* inv,
+                                 const std::int32_t* out_ptr, index_t* out_ind, T* out_val, std::int32_t* out_src) {
+  const index_t r = (blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (r >= n) return;
+  const index_t i = jlev[r];
+  const std::int32_t begin = ptr[i], base = out_ptr[r];
+  for (std::int32_t k = begin + lane; k < ptr[i + 1]; k += kWarpSize) {
+    out_ind[base + (k - begin)] = inv[ind[k]];
+    out_val[base + (k - begin)] = val[k];
+    out_src[base + (k - begin)] = src[k];
   }
 }
 
@@ -346,7 +446,8 @@ void transpose_lower(index_t n, std::int32_t nnz, const std::int32_t* ptr, const
 void levels_csr(index_t n, const std::int32_t* ptr, const index_t* ind, int* level, int* max_level,
                 const Schedule& s, cudaStream_t stream) {
   if (n == 0) return;
-  levels_csr_kernel<<<blocks_for(n, kBlockWarps), kBlockThreads, 0, stream>>>(n, ptr, ind, level, max_level, s);
+  const int blocks = blocks_for((n + kWarpSize - 1) / kWarpSize, kBlockWarps);
+  levels_csr_kernel<<<blocks, kBlockThreads, 0, stream>>>(n, ptr, ind, level, max_level, s);
   check_launch("levels_csr_kernel");
   minus_one_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, level);
   check_launch("minus_one_kernel");
@@ -405,13 +506,33 @@ void fused_items(index_t n, const std::int32_t* ptr, double threshold, std::int3
 
 template <typename T>
 void gather_values(index_t n, std::int32_t nnz, const T* values, const std::int32_t* src,
-                   const std::int32_t* diag_src, bool unit, bool reversed, T* val, T* diag, int* zero_row,
-                   cudaStream_t stream) {
+                   const std::int32_t* diag_src, bool unit, bool reversed, const std::int32_t* perm, T* val,
+                   T* diag, int* zero_row, cudaStream_t stream) {
   const long long work = std::max<long long>(n, nnz);
   if (work == 0) return;
   gather_values_kernel<<<blocks_for(work, kThreads), kThreads, 0, stream>>>(n, nnz, values, src, diag_src, unit,
-                                                                            reversed, val, diag, zero_row);
+                                                                            reversed, perm, val, diag, zero_row);
   check_launch("gather_values_kernel");
+}
+
+template <typename T>
+void perm_count(index_t n, const std::int32_t* ptr, const std::int32_t* jlev, const T* diag,
+                const std::int32_t* diag_src, std::int32_t* inv, std::int32_t* count, T* out_diag,
+                std::int32_t* out_diag_src, cudaStream_t stream) {
+  if (n == 0) return;
+  perm_count_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, ptr, jlev, diag, diag_src, inv, count,
+                                                                      out_diag, out_diag_src);
+  check_launch("perm_count_kernel");
+}
+
+template <typename T>
+void perm_fill(index_t n, const std::int32_t* ptr, const index_t* ind, const T* val, const std::int32_t* src,
+               const std::int32_t* jlev, const std::int32_t* inv, const std::int32_t* out_ptr, index_t* out_ind,
+               T* out_val, std::int32_t* out_src, cudaStream_t stream) {
+  if (n == 0) return;
+  perm_fill_kernel<<<blocks_for(n, kThreads / kWarpSize), kThreads, 0, stream>>>(n, ptr, ind, val, src, jlev, inv,
+                                                                                 out_ptr, out_ind, out_val, out_src);
+  check_launch("perm_fill_kernel");
 }
 
 template <typename T>
@@ -430,7 +551,12 @@ void fill_sentinel(std::int64_t count, T* y, cudaStream_t stream) {
                                    const std::int32_t*, std::int32_t*, index_t*, T*, std::int32_t*,                \
                                    const TransposeWork&, cudaStream_t);                                            \
   template void gather_values<T>(index_t, std::int32_t, const T*, const std::int32_t*, const std::int32_t*, bool,  \
-                                 bool, T*, T*, int*, cudaStream_t);                                                \
+                                 bool, const std::int32_t*, T*, T*, int*, cudaStream_t);                           \
+  template void perm_count<T>(index_t, const std::int32_t*, const std::int32_t*, const T*, const std::int32_t*,    \
+                              std::int32_t*, std::int32_t*, T*, std::int32_t*, cudaStream_t);                      \
+  template void perm_fill<T>(index_t, const std::int32_t*, const index_t*, const T*, const std::int32_t*,          \
+                             const std::int32_t*, const std::int32_t*, const std::int32_t*, index_t*, T*,          \
+                             std::int32_t*, cudaStream_t);                                                         \
   template void fill_sentinel<T>(std::int64_t, T*, cudaStream_t);
 SPADE_SPTRSV_ANALYSIS(double)
 SPADE_SPTRSV_ANALYSIS(float)

@@ -16,6 +16,12 @@ constexpr unsigned kFullMask = 0xffffffffu;
 
 __device__ inline index_t caller_index(index_t i, index_t n, bool reversed) { return reversed ? n - 1 - i : i; }
 
+/// The caller's unknown of row i of L, through L.perm when the rows are renumbered.
+template <typename T>
+__device__ inline index_t caller_row(const LowerPart<T>& L, index_t i) {
+  return caller_index(L.perm != nullptr ? L.perm[i] : i, L.n, L.reversed);
+}
+
 /// The block's ticket: thread 0 takes the next one and the block shares it. Blocks are numbered by the
 /// order in which they *start*, so a block only ever waits on work of blocks that are already running.
 __device__ inline int block_ticket(int* tickets) {

@@ -22,6 +22,15 @@
 // dependency of the row it waits on. While that one is unsolved the row is at least two hand-offs away
 // and the warp sleeps up to kFarSleepNs between polls; otherwise up to Backoff::kShortSleepNs (256 ns).
 //
+// Level order (fused_level). The plan may renumber the rows in level order first (P L P^T, lower again;
+// L.perm maps a row back to the caller's unknown). Index order keeps in flight only the chunks that the
+// resident warps hold, the next ~200,000 rows: on a 128^3 grid that is 12 of the 128 planes, while one
+// level of the front crosses all of them, so the solve advances plane group by plane group. In level order
+// the same warps hold the next levels, whatever their width (lap3d7 128^3: 2.81 -> 1.03 ms on an H100;
+// docs/benchmarks/sptrsv.md, version 10). A chunk's rows are then mostly of one level and their entries
+// come from the levels just below, so with one right-hand side a lane reads up to kLevelOrderBatch of them
+// per round trip.
+//
 // Ready flags: the solution buffer y starts as a signalling-NaN sentinel, and a value is its own flag
 // (one relaxed atomic store, one relaxed atomic load). Two buffers alternate between launches: while one
 // is being solved into, every row resets its entry of the other, so no launch needs a separate fill.
@@ -49,6 +58,11 @@ namespace {
 /// 1024 ns measured better than 2048 and 4096 on the thin 2D grids, version 9).
 constexpr unsigned kFarSleepNs = 1024;
 
+/// fused_level, one right-hand side: entries of earlier chunks read together per round trip (4 took lap3d7
+/// 128^3 from 1.03 to 0.79 ms and lap2d9 64x16384 from 58.9 to 33.9 ms on an H100, version 10; with 4 the
+/// kernel needs 48 registers, five blocks per SM).
+constexpr int kLevelOrderBatch = 4;
+
 /// The solution buffers of one launch, rhs-major: right-hand side r of unknown i at [r * stride + i].
 template <typename T>
 struct Buffers {
@@ -62,7 +76,7 @@ struct Buffers {
 template <typename T, int R>
 __device__ inline void publish(const LowerPart<T>& L, const RhsPass<T>& rhs, const Buffers<T>& y, index_t i,
                                const T (&v)[R]) {
-  const index_t ui = caller_index(i, L.n, L.reversed);
+  const index_t ui = caller_row(L, i);
 #pragma unroll
   for (int r = 0; r < R; ++r)
     if (r < rhs.nr) store_relaxed(&y.cur[r * y.stride + i], v[r]);
@@ -83,7 +97,7 @@ __device__ void warp_row(const LowerPart<T>& L, const RhsPass<T>& rhs, const Buf
   const RhsLanes<R> lanes(lane);
   const int my_r = lanes.r;  // the right-hand side whose total warp_sum_multi gives this lane
   const bool finisher = lanes.slot == 0 && my_r < rhs.nr;
-  const index_t ui = caller_index(i, L.n, L.reversed);
+  const index_t ui = caller_row(L, i);
   const T bi = finisher ? rhs.b[ui + std::int64_t(my_r) * rhs.ldb] : T(0);
   const T d = L.diag[i];
   T sum[R] = {};
@@ -122,7 +136,7 @@ __device__ void warp_row(const LowerPart<T>& L, const RhsPass<T>& rhs, const Buf
 // step after step while any lane can take one. A lane writes its unknown the moment its last entry is in.
 // The lowest unsolved lane only waits on earlier chunks or on lanes below it, so the loop always
 // progresses; a pass in which no lane progresses backs off, longer when the wait is far (kFarSleepNs).
-template <typename T, int R>
+template <typename T, int R, int Batch>
 __device__ void thread_chunk(const LowerPart<T>& L, const RhsPass<T>& rhs, const Buffers<T>& y, index_t first,
                              DeviceStatus* status) {
   const int lane = threadIdx.x % kWarpSize;
@@ -133,7 +147,7 @@ __device__ void thread_chunk(const LowerPart<T>& L, const RhsPass<T>& rhs, const
   // acc: b minus the entries taken while the row is unsolved, its solution once solved (what the lanes
   // above shuffle out). b and the diagonal are read before waiting, off the critical path.
   T acc[R];
-  const index_t ui = caller_index(active ? i : 0, L.n, L.reversed);
+  const index_t ui = caller_row(L, active ? i : 0);
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = active && r < rhs.nr ? rhs.b[ui + std::int64_t(r) * rhs.ldb] : T(0);
   const T d = active ? L.diag[i] : T(1);
@@ -168,22 +182,52 @@ __device__ void thread_chunk(const LowerPart<T>& L, const RhsPass<T>& rhs, const
       if (probe >= 0) probed = load_relaxed(y.cur + probe);
     }
     // Entries of earlier chunks that are ready now.
-    while (!solved && k < end && L.ind[k] < first) {
-      T* yc = y.cur + L.ind[k];
-      // R > 1: a lane that waits on this entry, and that the chunk does not wait for yet, polls only the
-      // entry's first right-hand side and reads all R once that one is there.
-      if (R > 1 && waiting && !lowest && Sentinel<T>::is(load_relaxed(yc))) break;
-      T v[R];
-      if (!try_values(yc, y.stride, rhs.nr, v)) {
-        waiting = true;
-        break;
-      }
-      const T a = L.val[k];
+    if constexpr (R == 1 && Batch > 1) {
+      // Level order (fused_level): the entries of a row come from the levels just below it and mostly
+      // arrive together, so the lane reads up to Batch of them with independent loads, one round trip for
+      // all, and takes the ready ones in order.
+      while (!solved && k < end) {
+        index_t c[Batch];
 #pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] -= a * v[r];
-      waiting = false;
-      progressed = true;
-      ++k;
+        for (int t = 0; t < Batch; ++t) c[t] = k + t < end ? L.ind[k + t] : first;
+        int nb = 0;  // the entries of earlier chunks among the next Batch
+#pragma unroll
+        for (int t = 0; t < Batch; ++t)
+          if (nb == t && c[t] < first) nb = t + 1;
+        if (nb == 0) break;
+        T v[Batch] = {};
+#pragma unroll
+        for (int t = 0; t < Batch; ++t)
+          if (t < nb) v[t] = load_relaxed(y.cur + c[t]);
+        int taken = 0;
+#pragma unroll
+        for (int t = 0; t < Batch; ++t)
+          if (taken == t && t < nb && !Sentinel<T>::is(v[t])) {
+            acc[0] -= L.val[k + t] * v[t];
+            taken = t + 1;
+          }
+        k += taken;
+        progressed = progressed || taken > 0;
+        if (taken < nb) break;
+      }
+    } else {
+      while (!solved && k < end && L.ind[k] < first) {
+        T* yc = y.cur + L.ind[k];
+        // R > 1: a lane that waits on this entry, and that the chunk does not wait for yet, polls only the
+        // entry's first right-hand side and reads all R once that one is there.
+        if (R > 1 && waiting && !lowest && Sentinel<T>::is(load_relaxed(yc))) break;
+        T v[R];
+        if (!try_values(yc, y.stride, rhs.nr, v)) {
+          waiting = true;
+          break;
+        }
+        const T a = L.val[k];
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r] -= a * v[r];
+        waiting = false;
+        progressed = true;
+        ++k;
+      }
     }
     if (!solved && k == end) finish();
     ready = __ballot_sync(kFullMask, solved);
@@ -224,8 +268,8 @@ __device__ void thread_chunk(const LowerPart<T>& L, const RhsPass<T>& rhs, const
 
 // Six blocks per SM for one right-hand side, as many as before the probe (40 registers; ptxas, FP64: 8 bytes
 // of spills), three for R = kRhsPerPass (80 registers; 32 bytes of spills).
-template <typename T, int R>
-__global__ void __launch_bounds__(kBlockThreads, R == 1 ? 6 : 3)
+template <typename T, int R, int Batch>
+__global__ void __launch_bounds__(kBlockThreads, R == 1 ? (Batch > 1 ? 5 : 6) : 3)
     fused_kernel(LowerPart<T> L, const std::int32_t* items, int nitems, Buffers<T> y, RhsPass<T> rhs, Schedule s) {
   const int ticket = block_ticket(s.tickets);
   const int item = ticket * kBlockWarps + threadIdx.x / kWarpSize;
@@ -234,7 +278,7 @@ __global__ void __launch_bounds__(kBlockThreads, R == 1 ? 6 : 3)
     if (code & kWarpRowBit)
       warp_row<T, R>(L, rhs, y, code & ~kWarpRowBit, s.status);
     else
-      thread_chunk<T, R>(L, rhs, y, code, s.status);
+      thread_chunk<T, R, Batch>(L, rhs, y, code, s.status);
   }
   block_finished(s.tickets, gridDim.x);
 }
@@ -247,10 +291,12 @@ void solve_fused(const LowerPart<T>& L, const std::int32_t* items, int nitems, T
   if (nitems == 0) return;
   const int blocks = blocks_for(nitems, kBlockWarps);
   const Buffers<T> y{y_cur, y_next, L.n};
-  if (rhs.nr == 1)
-    fused_kernel<T, 1><<<blocks, kBlockThreads, 0, stream>>>(L, items, nitems, y, rhs, s);
+  if (rhs.nr > 1)
+    fused_kernel<T, kRhsPerPass, 1><<<blocks, kBlockThreads, 0, stream>>>(L, items, nitems, y, rhs, s);
+  else if (L.perm != nullptr)
+    fused_kernel<T, 1, kLevelOrderBatch><<<blocks, kBlockThreads, 0, stream>>>(L, items, nitems, y, rhs, s);
   else
-    fused_kernel<T, kRhsPerPass><<<blocks, kBlockThreads, 0, stream>>>(L, items, nitems, y, rhs, s);
+    fused_kernel<T, 1, 1><<<blocks, kBlockThreads, 0, stream>>>(L, items, nitems, y, rhs, s);
   check_launch("fused_kernel");
 }
 

@@ -36,6 +36,9 @@ struct LowerPart {
   const T* val;
   const T* diag;  ///< n diagonal values (1 for a unit diagonal)
   bool reversed;  ///< caller's index of internal i is n - 1 - i
+  /// fused_level only (nullptr otherwise): the rows are renumbered in level order, row i of this part is
+  /// internal row perm[i] (so the caller's unknown is caller_index(perm[i])).
+  const std::int32_t* perm = nullptr;
 };
 
 /// One pass over nr <= R right-hand sides (device, column-major). The kernels run with R = 1 when nr == 1
@@ -126,7 +129,7 @@ void transpose_lower(index_t n, std::int32_t nnz, const std::int32_t* ptr, const
 
 /// Level of every unknown (0 for no dependency), the length of the longest chain ending there, by Kahn's
 /// topological sort run in one launch (Li 2017 removes the roots level by level, a launch each). csr:
-/// a thread per row pulls the levels of its columns; CSC: a thread per column waits until its in-degree
+/// a thread per row pulls the levels of its columns, 32-row chunks as in the fused solve; CSC: a thread per column waits until its in-degree
 /// counter shows every incoming edge removed, then removes its outgoing edges (atomicMax of the level,
 /// release add of the counter). level and work (n ints, CSC only) zeroed by the caller; indeg: CSC
 /// in-degrees. *max_level := max level + 1 (the number of levels).
@@ -147,6 +150,20 @@ void level_rounds(index_t n, const std::int32_t* ptr, const index_t* ind, int ro
 void level_sets(index_t n, const int* nlev, const int* level, std::int32_t* jlev, std::int32_t* level_ptr,
                 std::int32_t* order_in, int* keys_out, void* temp, std::size_t temp_bytes, cudaStream_t stream);
 
+/// fused_level: the strictly lower CSR part renumbered in level order, P L P^T with row r of the result =
+/// row jlev[r] of L (level_sets' order, so the result is lower triangular again). perm_count: inv[jlev[r]] = r,
+/// count[r] = entries of row jlev[r], diag / diag_src gathered the same way (out_*). perm_fill (after
+/// exclusive_scan of count into out_ptr): row r's entries with columns inv[j], in L's order (not sorted:
+/// the fused kernel needs no order), val and src carried along.
+template <typename T>
+void perm_count(index_t n, const std::int32_t* ptr, const std::int32_t* jlev, const T* diag,
+                const std::int32_t* diag_src, std::int32_t* inv, std::int32_t* count, T* out_diag,
+                std::int32_t* out_diag_src, cudaStream_t stream);
+template <typename T>
+void perm_fill(index_t n, const std::int32_t* ptr, const index_t* ind, const T* val, const std::int32_t* src,
+               const std::int32_t* jlev, const std::int32_t* inv, const std::int32_t* out_ptr, index_t* out_ind,
+               T* out_val, std::int32_t* out_src, cudaStream_t stream);
+
 /// syncfree scratchpad split: for each entry (row i, column j) of the CSC part, counts it into
 /// local_deg[i] when j and i fall in the same block of kBlockWarps columns, else into global_deg[i]
 /// (both zeroed by the caller).
@@ -162,11 +179,11 @@ void fused_items(index_t n, const std::int32_t* ptr, double threshold, std::int3
                  cudaStream_t stream);
 
 /// update_values: val[k] = values[src[k]], diag[i] = unit ? 1 : (diag_src[i] < 0 ? 0 : values[diag_src[i]]);
-/// zero_row as in inspect_triangle.
+/// zero_row as in inspect_triangle (row i is internal row perm[i] when perm is given, fused_level).
 template <typename T>
 void gather_values(index_t n, std::int32_t nnz, const T* values, const std::int32_t* src,
-                   const std::int32_t* diag_src, bool unit, bool reversed, T* val, T* diag, int* zero_row,
-                   cudaStream_t stream);
+                   const std::int32_t* diag_src, bool unit, bool reversed, const std::int32_t* perm, T* val,
+                   T* diag, int* zero_row, cudaStream_t stream);
 
 /// Fills count entries with the "not yet solved" sentinel (a signalling NaN that arithmetic never makes).
 template <typename T>

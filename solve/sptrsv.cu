@@ -26,6 +26,7 @@ const char* to_string(SptrsvAlgorithm algorithm) {
     case SptrsvAlgorithm::syncfree: return "syncfree";
     case SptrsvAlgorithm::thread: return "thread";
     case SptrsvAlgorithm::fused: return "fused";
+    case SptrsvAlgorithm::fused_level: return "fused_level";
   }
   return "?";
 }
@@ -33,10 +34,10 @@ const char* to_string(SptrsvAlgorithm algorithm) {
 SptrsvAlgorithm sptrsv_algorithm_from_string(const std::string& name) {
   for (SptrsvAlgorithm a : {SptrsvAlgorithm::automatic, SptrsvAlgorithm::levr, SptrsvAlgorithm::levc,
                             SptrsvAlgorithm::slfr, SptrsvAlgorithm::slfc, SptrsvAlgorithm::syncfree,
-                            SptrsvAlgorithm::thread, SptrsvAlgorithm::fused})
+                            SptrsvAlgorithm::thread, SptrsvAlgorithm::fused, SptrsvAlgorithm::fused_level})
     if (name == to_string(a)) return a;
   throw InvalidInput("unknown sparse triangular-solve algorithm '" + name +
-                     "' (expected auto, levr, levc, slfr, slfc, syncfree, thread or fused)");
+                     "' (expected auto, levr, levc, slfr, slfc, syncfree, thread, fused or fused_level)");
 }
 
 namespace {
@@ -95,16 +96,26 @@ Control fresh_control(long long spin_limit) {
 
 bool needs_csr(SptrsvAlgorithm a) {
   return a == SptrsvAlgorithm::levr || a == SptrsvAlgorithm::slfr || a == SptrsvAlgorithm::thread ||
-         a == SptrsvAlgorithm::fused;
+         a == SptrsvAlgorithm::fused || a == SptrsvAlgorithm::fused_level;
 }
 bool needs_levels(SptrsvAlgorithm a) {
   return a == SptrsvAlgorithm::levr || a == SptrsvAlgorithm::levc || a == SptrsvAlgorithm::slfr ||
-         a == SptrsvAlgorithm::slfc;
+         a == SptrsvAlgorithm::slfc || a == SptrsvAlgorithm::fused_level;
+}
+bool chunked_solve(SptrsvAlgorithm a) {
+  return a == SptrsvAlgorithm::thread || a == SptrsvAlgorithm::fused || a == SptrsvAlgorithm::fused_level;
 }
 
 /// auto: at most this many levels are solved level by level (measured: two levels of c-62 in 28 us
 /// against 75 us for cuSPARSE SpSV, twenty levels of basker_matrix1 in 79 us against 39 us).
 constexpr int kAutoMaxLevelLaunches = 4;
+/// auto: fused_level from this many entries per row (diagonal included), fused below. Rows with one or two
+/// entries below the diagonal (5-point grids, web graphs) form chains that index order runs inside a chunk
+/// at shuffle speed; rows with more take their entries from other chunks, and level order reads those
+/// together and keeps the whole front in flight (H100, version 10: fused_level faster on every 3D grid,
+/// every 9-point grid, 4elt, bayer10, ex14 and bcsstk14; fused on the 5-point grids, NotreDame_www,
+/// mdual_lap, basker_matrix1 and bcsstk16).
+constexpr double kAutoLevelOrderNnzPerRow = 3.5;
 
 const char* inspect_message(int code) {
   switch (code) {
@@ -124,7 +135,7 @@ struct SptrsvPlan<T>::Impl {
   SptrsvStats stats;
   bool reversed = false, unit = false;
   std::int32_t input_nnz = 0, m = 0;  // entries given, off-diagonal entries kept
-  Slab common, scratch8;
+  Slab common, scratch8, level_order;  // level_order: fused_level's renumbered part
   Control* control = nullptr;
   // the internal lower part in the format the algorithm runs on
   std::int32_t* ptr = nullptr;
@@ -133,6 +144,7 @@ struct SptrsvPlan<T>::Impl {
   std::int32_t* src = nullptr;
   T* diag = nullptr;
   std::int32_t* diag_src = nullptr;
+  std::int32_t* perm = nullptr;  // fused_level: row i of the part above is internal row perm[i]
   // per algorithm
   std::int32_t* jlev = nullptr;
   std::vector<std::int32_t> level_ptr_host;
@@ -148,7 +160,7 @@ struct SptrsvPlan<T>::Impl {
   int epoch = 0;
   long long spin_limit = 0;  // set_spin_limit; rewritten with every reset of the control words
 
-  ks::LowerPart<T> lower() const { return {stats.n, ptr, ind, val, diag, reversed}; }
+  ks::LowerPart<T> lower() const { return {stats.n, ptr, ind, val, diag, reversed, perm}; }
   ks::Schedule schedule() const { return {control->tickets, &control->status}; }
 
   Control read_control(cudaStream_t stream) const {
@@ -195,7 +207,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   const bool transposed = want_csr != csr;
   const bool levels_needed = needs_levels(algorithm);
   const bool leveled = automatic || levels_needed;
-  const bool chunked = automatic || algorithm == SptrsvAlgorithm::thread || algorithm == SptrsvAlgorithm::fused;
+  const bool chunked = automatic || chunked_solve(algorithm);
   const bool flagged = algorithm == SptrsvAlgorithm::slfr || algorithm == SptrsvAlgorithm::slfc ||
                        algorithm == SptrsvAlgorithm::syncfree;
   const bool columns = algorithm == SptrsvAlgorithm::slfc || algorithm == SptrsvAlgorithm::syncfree;
@@ -306,17 +318,58 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   if (automatic) {
     // A handful of levels: a launch per level costs less than any waiting, so count up to that many
     // levels the cheap way (a pass per level, no waiting) and take levr if they cover every row. Otherwise
-    // the fused kernel, which already picks thread- or warp-level work per chunk from the nonzeros per row.
+    // fused or fused_level by the entries per row; both pick thread- or warp-level work per chunk.
     SPADE_CUDA_CHECK(cudaMemsetAsync(level, 0xff, sizeof(int) * n, stream));
     ks::level_rounds(n, ptr, ind, kAutoMaxLevelLaunches, level, &control->assigned, &control->max_level, stream);
     c = read_control(stream);
     check_input(c);
-    algorithm = c.assigned == n ? SptrsvAlgorithm::levr : SptrsvAlgorithm::fused;
+    m = c.m;
+    const double entries_per_row = n > 0 ? 1.0 + double(c.m) / n : 0.0;
+    algorithm = c.assigned == n                                   ? SptrsvAlgorithm::levr
+                : entries_per_row >= kAutoLevelOrderNnzPerRow ? SptrsvAlgorithm::fused_level
+                                                               : SptrsvAlgorithm::fused;
+    if (algorithm == SptrsvAlgorithm::fused_level) {
+      // The rounds stopped early: the whole level analysis, on the CSR part.
+      const int none = 0;
+      SPADE_CUDA_CHECK(cudaMemcpyAsync(&control->max_level, &none, sizeof(int), cudaMemcpyHostToDevice, stream));
+      SPADE_CUDA_CHECK(cudaMemsetAsync(level, 0, sizeof(int) * n, stream));
+      ks::levels_csr(n, ptr, ind, level, &control->max_level, schedule(), stream);
+    }
   }
   if (needs_levels(algorithm)) {
     jlev = common.at<std::int32_t>(o_jlev);
     ks::level_sets(n, &control->max_level, level, jlev, common.at<std::int32_t>(o_level_ptr),
                    common.at<std::int32_t>(o_lev_order), common.at<int>(o_lev_keys), temp, temp_bytes, stream);
+  }
+  if (algorithm == SptrsvAlgorithm::fused_level) {
+    // Rows renumbered in level order (P L P^T, lower triangular again): the chunks and the tickets of the
+    // fused kernel then follow the levels instead of the index order. A second copy of the part, in its
+    // own allocation (auto allocates it only when it takes fused_level).
+    Slab copy;
+    const std::size_t pnnz = std::size_t(m);
+    const auto o_pptr = copy.add<std::int32_t>(n1), o_pcount = copy.add<std::int32_t>(n),
+               o_inv = copy.add<std::int32_t>(n), o_pdiag = copy.add<T>(n), o_pdiag_src = copy.add<std::int32_t>(n),
+               o_pind = copy.add<index_t>(pnnz), o_pval = copy.add<T>(pnnz), o_psrc = copy.add<std::int32_t>(pnnz);
+    level_order = std::move(copy);
+    level_order.allocate();
+    std::int32_t* pptr = level_order.at<std::int32_t>(o_pptr);
+    std::int32_t* pcount = level_order.at<std::int32_t>(o_pcount);
+    std::int32_t* inv = level_order.at<std::int32_t>(o_inv);
+    T* pdiag = level_order.at<T>(o_pdiag);
+    std::int32_t* pdiag_src = level_order.at<std::int32_t>(o_pdiag_src);
+    index_t* pind = level_order.at<index_t>(o_pind);
+    T* pval = level_order.at<T>(o_pval);
+    std::int32_t* psrc = level_order.at<std::int32_t>(o_psrc);
+    ks::perm_count(n, ptr, jlev, diag, diag_src, inv, pcount, pdiag, pdiag_src, stream);
+    ks::exclusive_scan(n, pcount, pptr, temp, temp_bytes, stream);
+    ks::perm_fill(n, ptr, ind, val, src, jlev, inv, pptr, pind, pval, psrc, stream);
+    ptr = pptr;
+    ind = pind;
+    val = pval;
+    src = psrc;
+    diag = pdiag;
+    diag_src = pdiag_src;
+    perm = jlev;
   }
   if (flagged) {
     flag = common.at<int>(o_flag);
@@ -335,7 +388,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
       SPADE_CUDA_CHECK(cudaMemcpyAsync(global_deg, indeg, sizeof(std::int32_t) * n, cudaMemcpyDeviceToDevice, stream));
     }
   }
-  if (algorithm == SptrsvAlgorithm::thread || algorithm == SptrsvAlgorithm::fused) {
+  if (chunked_solve(algorithm)) {
     items = common.at<std::int32_t>(o_items);
     const double threshold = algorithm == SptrsvAlgorithm::thread ? 1e300 : options.fusion_threshold;
     ks::fused_items(n, ptr, threshold, items, &control->nitems, common.at<std::int32_t>(o_per_chunk),
@@ -469,7 +522,8 @@ void SptrsvPlan<T>::solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, 
         break;
       }
       case SptrsvAlgorithm::thread:
-      case SptrsvAlgorithm::fused: {
+      case SptrsvAlgorithm::fused:
+      case SptrsvAlgorithm::fused_level: {
         const int cur = p.parity[w];
         ks::solve_fused(L, p.items, p.nitems, p.y[w][cur], p.y[w][1 - cur], rhs, p.schedule(), stream);
         p.parity[w] = 1 - cur;
@@ -487,7 +541,10 @@ void SptrsvPlan<T>::check(cudaStream_t stream) {
   if (c.status.code == kernels::kStatusOk) return;
   p.reset_scratch(stream);
   SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const index_t unknown = p.reversed ? p.stats.n - 1 - c.status.index : c.status.index;
+  index_t internal = c.status.index;
+  if (p.perm != nullptr)
+    SPADE_CUDA_CHECK(cudaMemcpy(&internal, p.perm + internal, sizeof(internal), cudaMemcpyDeviceToHost));
+  const index_t unknown = p.reversed ? p.stats.n - 1 - internal : internal;
   throw NumericalError(NumericalError::Kind::no_progress, unknown,
                        std::string("sparse triangular solve (") + to_string(p.algorithm) +
                            "): a spin-wait gave up at unknown " + std::to_string(unknown));
@@ -513,7 +570,7 @@ void SptrsvPlan<T>::update_values(const T* values, cudaStream_t stream) {
   if (p.input_nnz > 0 && values == nullptr) throw InvalidInput("sparse triangular solve: values is null");
   const int no_zero = INT_MAX;
   SPADE_CUDA_CHECK(cudaMemcpyAsync(&p.control->zero_row, &no_zero, sizeof(int), cudaMemcpyHostToDevice, stream));
-  ks::gather_values(p.stats.n, p.m, values, p.src, p.diag_src, p.unit, p.reversed, p.val, p.diag,
+  ks::gather_values(p.stats.n, p.m, values, p.src, p.diag_src, p.unit, p.reversed, p.perm, p.val, p.diag,
                     &p.control->zero_row, stream);
   p.throw_if_singular(p.read_control(stream).zero_row);
 }

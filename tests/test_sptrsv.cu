@@ -32,7 +32,8 @@ namespace {
 
 const std::vector<SptrsvAlgorithm> kAlgorithms = {
     SptrsvAlgorithm::automatic, SptrsvAlgorithm::levr,     SptrsvAlgorithm::levc,   SptrsvAlgorithm::slfr,
-    SptrsvAlgorithm::slfc,      SptrsvAlgorithm::syncfree, SptrsvAlgorithm::thread, SptrsvAlgorithm::fused};
+    SptrsvAlgorithm::slfc,      SptrsvAlgorithm::syncfree, SptrsvAlgorithm::thread, SptrsvAlgorithm::fused,
+    SptrsvAlgorithm::fused_level};
 
 template <typename U>
 class DeviceVector {
@@ -490,16 +491,21 @@ TEST(SptrsvErrors, UpdateValuesWithZeroDiagonal) {
   const Triangle t = make_triangle(laplacian_2d(8, 8), 52);
   const Variant v{SparseFormat::csc, TriangleKind::upper, DiagonalKind::non_unit};
   const DeviceMatrix<double> m(t, v);
-  SptrsvPlan<double> plan(m.view);
   std::vector<double> vals = DeviceMatrix<double>::source(t, v).values();
   // CSC of U = L^T: the diagonal is the last entry of each column; zero that of column 5.
   vals[DeviceMatrix<double>::source(t, v).col_ptr()[6] - 1] = 0.0;
   DeviceVector<double> d_vals(vals);
-  try {
-    plan.update_values(d_vals.get());
-    ADD_FAILURE() << "no error for a zero diagonal";
-  } catch (const NumericalError& e) {
-    EXPECT_EQ(e.index(), 5);
+  // Every algorithm: fused_level keeps the diagonal in level order and must still name the caller's row.
+  for (SptrsvAlgorithm a : kAlgorithms) {
+    SptrsvOptions options;
+    options.algorithm = a;
+    SptrsvPlan<double> plan(m.view, options);
+    try {
+      plan.update_values(d_vals.get());
+      ADD_FAILURE() << to_string(a) << ": no error for a zero diagonal";
+    } catch (const NumericalError& e) {
+      EXPECT_EQ(e.index(), 5) << to_string(a);
+    }
   }
 }
 
@@ -514,7 +520,7 @@ TEST(SptrsvErrors, SpinWaitTimeoutIsReported) {
   const DeviceMatrix<double> m(t, v);
   const index_t n = t.lower.cols();
   for (SptrsvAlgorithm a : {SptrsvAlgorithm::slfr, SptrsvAlgorithm::slfc, SptrsvAlgorithm::syncfree,
-                            SptrsvAlgorithm::thread, SptrsvAlgorithm::fused})
+                            SptrsvAlgorithm::thread, SptrsvAlgorithm::fused, SptrsvAlgorithm::fused_level})
     for (int nrhs : {1, 8}) {
       SptrsvOptions options;
       options.algorithm = a;

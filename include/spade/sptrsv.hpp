@@ -55,7 +55,8 @@ enum class DiagonalKind { non_unit, unit };
 /// The kernel families, each selectable by name (to_string / sptrsv_algorithm_from_string).
 enum class SptrsvAlgorithm {
   automatic,  ///< "auto": levr when the triangle has at most 4 levels (counted by up to 4 rounds of Kahn's
-              ///< sort), else fused, whose chunks follow the nonzeros per row
+              ///< sort), else fused_level from 3.5 entries per row (diagonal included), else fused; the
+              ///< fused kernels choose thread- or warp-level work per chunk from the nonzeros per row
   levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017)
   levc,       ///< "levc": level sets, one launch per level, a warp per column on CSC with atomic updates (Li 2017)
   slfr,       ///< "slfr": self-scheduling, a warp per row in level order, waits on ready flags (Li 2017)
@@ -65,9 +66,12 @@ enum class SptrsvAlgorithm {
   thread,     ///< "thread": a thread per row on CSR, writing-first (YuenyeungSpTRSV 2021)
   fused,      ///< "fused": 32-row chunks solved at thread level or a warp per row by nonzeros per row
               ///< (YuenyeungSpTRSV 2021)
+  fused_level,  ///< "fused_level": fused on the rows renumbered in level order (the level sets of Li 2017),
+                ///< so that chunks and tickets follow the levels: for wide dependency fronts (3D grids)
+                ///< that index order cannot keep in flight; the analysis holds a second copy of the triangle
 };
 
-/// "auto", "levr", "levc", "slfr", "slfc", "syncfree", "thread", "fused".
+/// "auto", "levr", "levc", "slfr", "slfc", "syncfree", "thread", "fused", "fused_level".
 const char* to_string(SptrsvAlgorithm algorithm);
 /// Inverse of to_string; throws InvalidInput for an unknown name.
 SptrsvAlgorithm sptrsv_algorithm_from_string(const std::string& name);
