@@ -60,7 +60,7 @@ constexpr unsigned kFarSleepNs = 1024;
 
 /// fused_level, one right-hand side: entries of earlier chunks read together per round trip (4 took lap3d7
 /// 128^3 from 1.03 to 0.79 ms and lap2d9 64x16384 from 58.9 to 33.9 ms on an H100, version 10; with 4 the
-/// kernel needs 48 registers, five blocks per SM).
+/// kernel needs 47 registers (ptxas, FP64), five blocks per SM).
 constexpr int kLevelOrderBatch = 4;
 
 /// The solution buffers of one launch, rhs-major: right-hand side r of unknown i at [r * stride + i].
