@@ -266,8 +266,8 @@ __device__ void thread_chunk(const LowerPart<T>& L, const RhsPass<T>& rhs, const
   }
 }
 
-// Six blocks per SM for one right-hand side, as many as before the probe (40 registers; ptxas, FP64: 8 bytes
-// of spills), three for R = kRhsPerPass (80 registers; 32 bytes of spills).
+// Six blocks per SM for one right-hand side in index order (40 registers; ptxas, FP64), five in level order
+// (47: the batched reads), three for R = kRhsPerPass (80 registers).
 template <typename T, int R, int Batch>
 __global__ void __launch_bounds__(kBlockThreads, R == 1 ? (Batch > 1 ? 5 : 6) : 3)
     fused_kernel(LowerPart<T> L, const std::int32_t* items, int nitems, Buffers<T> y, RhsPass<T> rhs, Schedule s) {

@@ -129,9 +129,9 @@ void transpose_lower(index_t n, std::int32_t nnz, const std::int32_t* ptr, const
 
 /// Level of every unknown (0 for no dependency), the length of the longest chain ending there, by Kahn's
 /// topological sort run in one launch (Li 2017 removes the roots level by level, a launch each). csr:
-/// a thread per row pulls the levels of its columns, 32-row chunks as in the fused solve; CSC: a thread per column waits until its in-degree
-/// counter shows every incoming edge removed, then removes its outgoing edges (atomicMax of the level,
-/// release add of the counter). level and work (n ints, CSC only) zeroed by the caller; indeg: CSC
+/// a thread per row pulls the levels of its columns, in 32-row chunks as in the fused solve; CSC: a thread
+/// per column waits until its in-degree counter shows every incoming edge removed, then removes its
+/// outgoing edges (atomicMax of the level, release add of the counter). level and work (n ints, CSC only) zeroed by the caller; indeg: CSC
 /// in-degrees. *max_level := max level + 1 (the number of levels).
 void levels_csr(index_t n, const std::int32_t* ptr, const index_t* ind, int* level, int* max_level,
                 const Schedule& s, cudaStream_t stream);
@@ -210,8 +210,9 @@ template <typename T>
 void solve_columns(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* global_deg,
                    const std::int32_t* local_deg, int* counter, int epoch, T* left_sum, const RhsPass<T>& rhs,
                    const Schedule& s, cudaStream_t stream);
-/// thread / fused: nitems work items (fused_items); y_cur holds sentinels before the launch and the
-/// solution (n * R, rhs-major: r * n + i) after it; y_next is reset to sentinels for the next launch.
+/// thread / fused / fused_level (L.perm given): nitems work items (fused_items); y_cur holds sentinels
+/// before the launch and the solution (n * R, rhs-major: r * n + i) after it; y_next is reset to sentinels
+/// for the next launch.
 template <typename T>
 void solve_fused(const LowerPart<T>& L, const std::int32_t* items, int nitems, T* y_cur, T* y_next,
                  const RhsPass<T>& rhs, const Schedule& s, cudaStream_t stream);

@@ -344,17 +344,18 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   if (algorithm == SptrsvAlgorithm::fused_level) {
     // Rows renumbered in level order (P L P^T, lower triangular again): the chunks and the tickets of the
     // fused kernel then follow the levels instead of the index order. A second copy of the part, in its
-    // own allocation (auto allocates it only when it takes fused_level).
+    // own allocation (auto allocates it only when it takes fused_level); the row counts and the inverse
+    // numbering go in the analysis' work arrays, free once the levels are known.
     Slab copy;
     const std::size_t pnnz = std::size_t(m);
-    const auto o_pptr = copy.add<std::int32_t>(n1), o_pcount = copy.add<std::int32_t>(n),
-               o_inv = copy.add<std::int32_t>(n), o_pdiag = copy.add<T>(n), o_pdiag_src = copy.add<std::int32_t>(n),
-               o_pind = copy.add<index_t>(pnnz), o_pval = copy.add<T>(pnnz), o_psrc = copy.add<std::int32_t>(pnnz);
+    const auto o_pptr = copy.add<std::int32_t>(n1), o_pdiag = copy.add<T>(n),
+               o_pdiag_src = copy.add<std::int32_t>(n), o_pind = copy.add<index_t>(pnnz),
+               o_pval = copy.add<T>(pnnz), o_psrc = copy.add<std::int32_t>(pnnz);
     level_order = std::move(copy);
     level_order.allocate();
     std::int32_t* pptr = level_order.at<std::int32_t>(o_pptr);
-    std::int32_t* pcount = level_order.at<std::int32_t>(o_pcount);
-    std::int32_t* inv = level_order.at<std::int32_t>(o_inv);
+    std::int32_t* pcount = work;
+    std::int32_t* inv = work2;
     T* pdiag = level_order.at<T>(o_pdiag);
     std::int32_t* pdiag_src = level_order.at<std::int32_t>(o_pdiag_src);
     index_t* pind = level_order.at<index_t>(o_pind);
