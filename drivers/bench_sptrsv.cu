@@ -51,7 +51,8 @@ using spade::SptrsvAlgorithm;
 std::vector<SptrsvAlgorithm> timed_algorithms = {SptrsvAlgorithm::levr,     SptrsvAlgorithm::levc,
                                                  SptrsvAlgorithm::slfr,     SptrsvAlgorithm::slfc,
                                                  SptrsvAlgorithm::syncfree, SptrsvAlgorithm::thread,
-                                                 SptrsvAlgorithm::fused,    SptrsvAlgorithm::fused_level};
+                                                 SptrsvAlgorithm::fused,    SptrsvAlgorithm::fused_level,
+                                                 SptrsvAlgorithm::level_block};
 bool time_auto = true;
 
 template <typename U>

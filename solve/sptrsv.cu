@@ -27,6 +27,7 @@ const char* to_string(SptrsvAlgorithm algorithm) {
     case SptrsvAlgorithm::thread: return "thread";
     case SptrsvAlgorithm::fused: return "fused";
     case SptrsvAlgorithm::fused_level: return "fused_level";
+    case SptrsvAlgorithm::level_block: return "level_block";
   }
   return "?";
 }
@@ -34,10 +35,12 @@ const char* to_string(SptrsvAlgorithm algorithm) {
 SptrsvAlgorithm sptrsv_algorithm_from_string(const std::string& name) {
   for (SptrsvAlgorithm a : {SptrsvAlgorithm::automatic, SptrsvAlgorithm::levr, SptrsvAlgorithm::levc,
                             SptrsvAlgorithm::slfr, SptrsvAlgorithm::slfc, SptrsvAlgorithm::syncfree,
-                            SptrsvAlgorithm::thread, SptrsvAlgorithm::fused, SptrsvAlgorithm::fused_level})
+                            SptrsvAlgorithm::thread, SptrsvAlgorithm::fused, SptrsvAlgorithm::fused_level,
+                            SptrsvAlgorithm::level_block})
     if (name == to_string(a)) return a;
   throw InvalidInput("unknown sparse triangular-solve algorithm '" + name +
-                     "' (expected auto, levr, levc, slfr, slfc, syncfree, thread, fused or fused_level)");
+                     "' (expected auto, levr, levc, slfr, slfc, syncfree, thread, fused, fused_level or "
+                     "level_block)");
 }
 
 namespace {
@@ -96,11 +99,15 @@ Control fresh_control(long long spin_limit) {
 
 bool needs_csr(SptrsvAlgorithm a) {
   return a == SptrsvAlgorithm::levr || a == SptrsvAlgorithm::slfr || a == SptrsvAlgorithm::thread ||
-         a == SptrsvAlgorithm::fused || a == SptrsvAlgorithm::fused_level;
+         a == SptrsvAlgorithm::fused || a == SptrsvAlgorithm::fused_level || a == SptrsvAlgorithm::level_block;
 }
 bool needs_levels(SptrsvAlgorithm a) {
   return a == SptrsvAlgorithm::levr || a == SptrsvAlgorithm::levc || a == SptrsvAlgorithm::slfr ||
-         a == SptrsvAlgorithm::slfc || a == SptrsvAlgorithm::fused_level;
+         a == SptrsvAlgorithm::slfc || a == SptrsvAlgorithm::fused_level || a == SptrsvAlgorithm::level_block;
+}
+/// The rows renumbered in level order (a second copy of the part).
+bool level_ordered(SptrsvAlgorithm a) {
+  return a == SptrsvAlgorithm::fused_level || a == SptrsvAlgorithm::level_block;
 }
 bool chunked_solve(SptrsvAlgorithm a) {
   return a == SptrsvAlgorithm::thread || a == SptrsvAlgorithm::fused || a == SptrsvAlgorithm::fused_level;
@@ -116,6 +123,11 @@ constexpr int kAutoMaxLevelLaunches = 4;
 /// every 9-point grid, 4elt, bayer10, ex14 and bcsstk14; fused on the 5-point grids, NotreDame_www,
 /// mdual_lap, basker_matrix1 and bcsstk16).
 constexpr double kAutoLevelOrderNnzPerRow = 3.5;
+/// auto: level_block up to this many rows per level (n / levels), before fused_level and fused. One block
+/// costs about a memory round trip per level (0.9 us) whatever the width up to a few hundred rows, where
+/// the hand-offs between SMs cost 1.5-2.5 us; wider levels need more than one pass of the block (H100,
+/// version 11: faster at 253 and 410 rows per level, even at 342, slower at 493 and beyond).
+constexpr double kAutoLevelBlockRowsPerLevel = 450;
 
 const char* inspect_message(int code) {
   switch (code) {
@@ -147,7 +159,9 @@ struct SptrsvPlan<T>::Impl {
   std::int32_t* perm = nullptr;  // fused_level: row i of the part above is internal row perm[i]
   // per algorithm
   std::int32_t* jlev = nullptr;
+  std::int32_t* level_ptr = nullptr;  // device, levels + 1 entries
   std::vector<std::int32_t> level_ptr_host;
+  int lanes = 1;  // level_block: lanes per row
   int* flag = nullptr;  // SLFR flags or SLFC / syncfree counters
   std::int32_t* global_deg = nullptr;
   std::int32_t* local_deg = nullptr;
@@ -155,7 +169,7 @@ struct SptrsvPlan<T>::Impl {
   std::int32_t* items = nullptr;
   int nitems = 0;
   T* left_sum[2] = {nullptr, nullptr};  // R = 1, R = kRhsPerPass
-  T* y[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
+  T* y[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};  // fused: two sentinel buffers; level_block: one
   int parity[2] = {0, 0};
   int epoch = 0;
   long long spin_limit = 0;  // set_spin_limit; rewritten with every reset of the control words
@@ -238,7 +252,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
              o_left = layout.add<T>(columns ? n : 0);
   const std::size_t cn = chunked ? std::size_t(nchunks) + 1 : 0;
   const auto o_items = layout.add<std::int32_t>(chunked ? n1 : 0), o_per_chunk = layout.add<std::int32_t>(cn),
-             o_chunk_base = layout.add<std::int32_t>(cn), o_y0 = layout.add<T>(chunked ? n : 0),
+             o_chunk_base = layout.add<std::int32_t>(cn), o_y0 = layout.add<T>(chunked || algorithm == SptrsvAlgorithm::level_block ? n : 0),
              o_y1 = layout.add<T>(chunked ? n : 0);
   common = std::move(layout);
   common.allocate();
@@ -318,32 +332,38 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   if (automatic) {
     // A handful of levels: a launch per level costs less than any waiting, so count up to that many
     // levels the cheap way (a pass per level, no waiting) and take levr if they cover every row. Otherwise
-    // fused or fused_level by the entries per row; both pick thread- or warp-level work per chunk.
+    // the whole level analysis, then level_block for narrow levels, else fused or fused_level by the
+    // entries per row; both pick thread- or warp-level work per chunk.
     SPADE_CUDA_CHECK(cudaMemsetAsync(level, 0xff, sizeof(int) * n, stream));
     ks::level_rounds(n, ptr, ind, kAutoMaxLevelLaunches, level, &control->assigned, &control->max_level, stream);
     c = read_control(stream);
     check_input(c);
     m = c.m;
-    const double entries_per_row = n > 0 ? 1.0 + double(c.m) / n : 0.0;
-    algorithm = c.assigned == n                                   ? SptrsvAlgorithm::levr
-                : entries_per_row >= kAutoLevelOrderNnzPerRow ? SptrsvAlgorithm::fused_level
-                                                               : SptrsvAlgorithm::fused;
-    if (algorithm == SptrsvAlgorithm::fused_level) {
-      // The rounds stopped early: the whole level analysis, on the CSR part.
+    if (c.assigned == n) {
+      algorithm = SptrsvAlgorithm::levr;
+    } else {
       const int none = 0;
       SPADE_CUDA_CHECK(cudaMemcpyAsync(&control->max_level, &none, sizeof(int), cudaMemcpyHostToDevice, stream));
       SPADE_CUDA_CHECK(cudaMemsetAsync(level, 0, sizeof(int) * n, stream));
       ks::levels_csr(n, ptr, ind, level, &control->max_level, schedule(), stream);
+      c = read_control(stream);
+      const double rows_per_level = double(n) / std::max(c.max_level, 1);
+      const double entries_per_row = 1.0 + double(m) / n;
+      algorithm = rows_per_level <= kAutoLevelBlockRowsPerLevel    ? SptrsvAlgorithm::level_block
+                  : entries_per_row >= kAutoLevelOrderNnzPerRow ? SptrsvAlgorithm::fused_level
+                                                                 : SptrsvAlgorithm::fused;
     }
   }
   if (needs_levels(algorithm)) {
     jlev = common.at<std::int32_t>(o_jlev);
-    ks::level_sets(n, &control->max_level, level, jlev, common.at<std::int32_t>(o_level_ptr),
+    level_ptr = common.at<std::int32_t>(o_level_ptr);
+    ks::level_sets(n, &control->max_level, level, jlev, level_ptr,
                    common.at<std::int32_t>(o_lev_order), common.at<int>(o_lev_keys), temp, temp_bytes, stream);
   }
-  if (algorithm == SptrsvAlgorithm::fused_level) {
+  if (level_ordered(algorithm)) {
     // Rows renumbered in level order (P L P^T, lower triangular again): the chunks and the tickets of the
-    // fused kernel then follow the levels instead of the index order. A second copy of the part, in its
+    // fused kernel then follow the levels instead of the index order, and a level of level_block is a
+    // contiguous range of rows and of entries. A second copy of the part, in its
     // own allocation (auto allocates it only when it takes fused_level); the row counts and the inverse
     // numbering go in the analysis' work arrays, free once the levels are known.
     Slab copy;
@@ -399,6 +419,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     ks::fill_sentinel<T>(n, y[0][0], stream);
     ks::fill_sentinel<T>(n, y[0][1], stream);
   }
+  if (algorithm == SptrsvAlgorithm::level_block) y[0][0] = common.at<T>(o_y0);
   c = read_control(stream);
   check_input(c);
   if (c.status.code != kernels::kStatusOk)
@@ -415,12 +436,13 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     stats.levels = c.max_level;
     stats.rows_per_level = c.max_level > 0 ? double(n) / c.max_level : 0;
     level_ptr_host.resize(std::size_t(stats.levels) + 1);
-    SPADE_CUDA_CHECK(cudaMemcpyAsync(level_ptr_host.data(), common.at<std::int32_t>(o_level_ptr),
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(level_ptr_host.data(), level_ptr,
                                      sizeof(std::int32_t) * level_ptr_host.size(), cudaMemcpyDeviceToHost, stream));
     SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
     for (int l = 0; l < stats.levels; ++l)
       stats.max_rows_per_level = std::max(stats.max_rows_per_level, level_ptr_host[l + 1] - level_ptr_host[l]);
   }
+  lanes = ks::level_block_lanes(stats.nnz_per_row);
 }
 
 template <typename T>
@@ -440,23 +462,25 @@ void SptrsvPlan<T>::Impl::reset_scratch(cudaStream_t stream) {
 
 template <typename T>
 void SptrsvPlan<T>::Impl::allocate_multi_rhs(cudaStream_t stream) {
-  const bool columns = left_sum[0] != nullptr, chunked = y[0][0] != nullptr;
-  if (!columns && !chunked) return;
+  const bool columns = left_sum[0] != nullptr, first = y[0][0] != nullptr, second = y[0][1] != nullptr;
+  if (!columns && !first) return;
   const std::size_t count = std::size_t(std::max(stats.n, 1)) * ks::kRhsPerPass;
   Slab layout;
   const std::size_t o_left = layout.add<T>(columns ? count : 0);
-  const std::size_t o_y0 = layout.add<T>(chunked ? count : 0), o_y1 = layout.add<T>(chunked ? count : 0);
+  const std::size_t o_y0 = layout.add<T>(first ? count : 0), o_y1 = layout.add<T>(second ? count : 0);
   scratch8 = std::move(layout);
   scratch8.allocate();
   if (columns) {
     left_sum[1] = scratch8.at<T>(o_left);
     SPADE_CUDA_CHECK(cudaMemsetAsync(left_sum[1], 0, sizeof(T) * count, stream));
   }
-  if (chunked) {
+  if (second) {  // fused: both start as sentinels
     y[1][0] = scratch8.at<T>(o_y0);
     y[1][1] = scratch8.at<T>(o_y1);
     ks::fill_sentinel<T>(count, y[1][0], stream);
     ks::fill_sentinel<T>(count, y[1][1], stream);
+  } else if (first) {
+    y[1][0] = scratch8.at<T>(o_y0);
   }
 }
 
@@ -530,6 +554,9 @@ void SptrsvPlan<T>::solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, 
         p.parity[w] = 1 - cur;
         break;
       }
+      case SptrsvAlgorithm::level_block:
+        ks::solve_level_block(L, p.level_ptr, nlev, p.stats.max_rows_per_level, p.lanes, p.y[w][0], rhs, stream);
+        break;
       case SptrsvAlgorithm::automatic: break;
     }
   }

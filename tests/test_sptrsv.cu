@@ -33,7 +33,7 @@ namespace {
 const std::vector<SptrsvAlgorithm> kAlgorithms = {
     SptrsvAlgorithm::automatic, SptrsvAlgorithm::levr,     SptrsvAlgorithm::levc,   SptrsvAlgorithm::slfr,
     SptrsvAlgorithm::slfc,      SptrsvAlgorithm::syncfree, SptrsvAlgorithm::thread, SptrsvAlgorithm::fused,
-    SptrsvAlgorithm::fused_level};
+    SptrsvAlgorithm::fused_level, SptrsvAlgorithm::level_block};
 
 template <typename U>
 class DeviceVector {

@@ -55,8 +55,9 @@ enum class DiagonalKind { non_unit, unit };
 /// The kernel families, each selectable by name (to_string / sptrsv_algorithm_from_string).
 enum class SptrsvAlgorithm {
   automatic,  ///< "auto": levr when the triangle has at most 4 levels (counted by up to 4 rounds of Kahn's
-              ///< sort), else fused_level from 3.5 entries per row (diagonal included), else fused; the
-              ///< fused kernels choose thread- or warp-level work per chunk from the nonzeros per row
+              ///< sort); else, after the whole level analysis, level_block for at most 450 rows per level
+              ///< (n / levels), else fused_level from 3.5 entries per row (diagonal included), else fused;
+              ///< the fused kernels choose thread- or warp-level work per chunk from the nonzeros per row
   levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017)
   levc,       ///< "levc": level sets, one launch per level, a warp per column on CSC with atomic updates (Li 2017)
   slfr,       ///< "slfr": self-scheduling, a warp per row in level order, waits on ready flags (Li 2017)
@@ -69,9 +70,13 @@ enum class SptrsvAlgorithm {
   fused_level,  ///< "fused_level": fused on the rows renumbered in level order (the level sets of Li 2017),
                 ///< so that chunks and tickets follow the levels: for wide dependency fronts (3D grids)
                 ///< that index order cannot keep in flight; the analysis holds a second copy of the triangle
+  level_block,  ///< "level_block": one thread block solves the level sets (Li 2017) of the rows renumbered
+                ///< in level order, a barrier inside the block between levels instead of a launch (Hogg
+                ///< 2013's in-kernel synchronization); for narrow levels, where every hand-off between SMs
+                ///< costs more than a level's work; holds a second copy of the triangle as fused_level does
 };
 
-/// "auto", "levr", "levc", "slfr", "slfc", "syncfree", "thread", "fused", "fused_level".
+/// "auto", "levr", "levc", "slfr", "slfc", "syncfree", "thread", "fused", "fused_level", "level_block".
 const char* to_string(SptrsvAlgorithm algorithm);
 /// Inverse of to_string; throws InvalidInput for an unknown name.
 SptrsvAlgorithm sptrsv_algorithm_from_string(const std::string& name);

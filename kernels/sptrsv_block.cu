@@ -1,0 +1,252 @@
+// Level scheduling inside one thread block (level_block): the level sets of R. Li, "On parallel solution of
+// sparse triangular linear systems in CUDA" (2017), solved level after level as in LEVR, but with a
+// __syncthreads between two levels instead of a kernel launch, as J. D. Hogg, "A fast dense triangular solve
+// in CUDA" (SISC 2013) replaced launch synchronization by synchronization inside one kernel.
+//
+// Why one block. Every other kernel hands a value from one SM to another through device memory, which
+// costs 0.4 us alone and about 1 us while thousands of warps poll (docs/benchmarks/sptrsv.md, version 9);
+// a level then costs 1.5-2.5 us, and cuSPARSE SpSV spends about as much. Inside one SM no value crosses
+// device memory, so when the levels are narrow (a few hundred rows or fewer: thin 2D grids, long chains,
+// structural matrices) one block walks the levels faster, and one SM's bandwidth is enough for a level.
+//
+// What a level costs. Read naively, a row's data is a chain of dependent loads (level bounds, row
+// pointers, entries, then the solution values). The kernel reads it ahead instead, over registers: at
+// level l each group of lanes loads the row pointers and the original index of its row of level l + 2,
+// and the first kLevelBlockEntries entries per lane (column and value), the diagonal and b of its row of
+// level l + 1, so that every load of a level is issued at once and no arithmetic waits on a load of the
+// same level. But __syncthreads waits for every load in flight (ncu on the H100: warps stall at the
+// barrier even when the block is one warp), so a level still costs one memory round trip, about 0.9 us
+// (docs/benchmarks/sptrsv.md, version 11). Reading ahead across the barrier needs asynchronous copies
+// into shared memory (cp.async), which the barrier does not wait for: the next step.
+//
+// The rows are renumbered in level order (the plan's copy, as for fused_level), so a level is a contiguous
+// range of rows. Solution values live in a shared-memory ring indexed by the row in level order: a row's
+// dependencies are mostly in the levels just before it, which the ring still holds; older ones are read
+// from the solution buffer y in device memory, written by the same block (visible after __syncthreads).
+//
+// A row is solved by V lanes (V a power of two up to 32, from the entries per row), each taking every V-th
+// entry, then a reduction over the V lanes. A level wider than the rows one pass covers takes further
+// passes, which read their data when they need it (slower, but levels that wide are meant for other
+// algorithms). There is no spin-wait: the kernel cannot hang.
+#include "kernels/sptrsv_common.cuh"
+
+namespace spade::kernels::sptrsv {
+namespace {
+
+/// Entries per lane of a row read one level before the row is solved; the rest are read when needed.
+constexpr int kLevelBlockEntries = 4;
+
+/// The threads of the block: at most 1024 with one right-hand side, 512 with kRhsPerPass (registers).
+constexpr int max_threads(int R) { return R == 1 ? 1024 : 512; }
+
+/// Bytes of the shared-memory ring (all of it when the solution fits).
+constexpr int kRingBytes = 128 * 1024;
+
+template <typename T, int R>
+struct Ring {
+  T* values;        ///< shared memory: ring[(p & mask) * R + r]
+  index_t mask;     ///< ring size - 1 (a power of two)
+  const T* y;       ///< device memory: y[r * n + p]
+  index_t n;
+  /// Right-hand side r of row j, for a reader in a level ending at row `end`: the ring holds every row
+  /// from end - size on (no row of the level can have overwritten them).
+  __device__ T get(index_t j, int r, index_t end) const {
+    return j >= end - mask - 1 ? values[(j & mask) * R + r] : y[std::int64_t(r) * n + j];
+  }
+};
+
+/// Reduces over the V adjacent lanes of a group (every lane of the warp must call it).
+template <int V, typename T>
+__device__ inline T group_sum(T v) {
+#pragma unroll
+  for (int offset = V / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
+  return v;
+}
+
+/// Row p's solution from b, the sum of its entries and its diagonal, written to the ring, y (when rows
+/// leave the ring) and x.
+template <typename T, int R>
+__device__ inline void finish_row(const Ring<T, R>& ring, T* y, bool write_y, const RhsPass<T>& rhs, index_t p,
+                                  index_t ui, const T (&b)[R], const T (&sum)[R], T d) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (r < rhs.nr) {
+      const T v = (b[r] - sum[r]) / d;
+      ring.values[(p & ring.mask) * R + r] = v;
+      if (write_y) y[std::int64_t(r) * ring.n + p] = v;
+      rhs.x[ui + std::int64_t(r) * rhs.ldx] = v;
+    }
+  }
+}
+
+template <typename T, int R, int V>
+__global__ void __launch_bounds__(max_threads(R))
+    level_block_kernel(LowerPart<T> L, const std::int32_t* level_ptr, int nlev, T* y, RhsPass<T> rhs,
+                       int ring_log2) {
+  constexpr int K = kLevelBlockEntries;
+  extern __shared__ __align__(16) unsigned char level_block_shared[];
+  const index_t n = L.n;
+  const Ring<T, R> ring{reinterpret_cast<T*>(level_block_shared), (index_t(1) << ring_log2) - 1, y, n};
+  const bool write_y = n > ring.mask + 1;  // else every row stays in the ring
+  const int G = blockDim.x / V;            // rows per pass
+  const int g = threadIdx.x / V, lane = threadIdx.x % V;
+  auto level_begin = [&](int l) { return l <= nlev ? index_t(level_ptr[l]) : n; };
+
+  // The pipeline. q[i] = first row of level l + i. Stage A (level l + 1): the row, its entry range and
+  // its row before the renumbering (L.perm). Stage B (level l): the row, its entry range, the caller's
+  // index, the first K entries per lane, diagonal and b. A loaded value is used one level later, never
+  // right after its load: arithmetic on it (even the caller's index) would wait for memory at every level.
+  index_t q0 = level_begin(0), q1 = level_begin(1), q2 = level_begin(2), q3 = level_begin(3);
+  index_t pa = q1 + g < q2 ? q1 + g : -1;
+  index_t kba = pa >= 0 ? L.ptr[pa] : 0, kea = pa >= 0 ? L.ptr[pa + 1] : 0, oa = pa >= 0 ? L.perm[pa] : 0;
+  index_t pb = q0 + g < q1 ? q0 + g : -1;
+  index_t kbb = pb >= 0 ? L.ptr[pb] : 0, keb = pb >= 0 ? L.ptr[pb + 1] : 0;
+  index_t uib = caller_index(pb >= 0 ? L.perm[pb] : 0, n, L.reversed);
+  index_t ind_b[K];
+  T val_b[K], b_b[R], d_b = T(1);
+#pragma unroll
+  for (int t = 0; t < K; ++t) {
+    const index_t k = kbb + lane + t * V;
+    const bool in = pb >= 0 && k < keb;
+    ind_b[t] = in ? L.ind[k] : 0;
+    val_b[t] = in ? L.val[k] : T(0);
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) b_b[r] = pb >= 0 && r < rhs.nr ? rhs.b[uib + std::int64_t(r) * rhs.ldb] : T(0);
+  if (pb >= 0) d_b = L.diag[pb];
+
+  for (int l = 0; l < nlev; ++l) {
+    // Read ahead: the first row of level l + 4, stage A of level l + 2, stage B of level l + 1.
+    const index_t q4 = level_begin(l + 4);
+    const index_t pa2 = q2 + g < q3 ? q2 + g : -1;
+    const index_t kba2 = pa2 >= 0 ? L.ptr[pa2] : 0, kea2 = pa2 >= 0 ? L.ptr[pa2 + 1] : 0;
+    const index_t oa2 = pa2 >= 0 ? L.perm[pa2] : 0;
+    const index_t uia = caller_index(oa, n, L.reversed);
+    index_t ind_n[K];
+    T val_n[K], b_n[R], d_n = T(1);
+#pragma unroll
+    for (int t = 0; t < K; ++t) {
+      const index_t k = kba + lane + t * V;
+      const bool in = pa >= 0 && k < kea;
+      ind_n[t] = in ? L.ind[k] : 0;
+      val_n[t] = in ? L.val[k] : T(0);
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) b_n[r] = pa >= 0 && r < rhs.nr ? rhs.b[uia + std::int64_t(r) * rhs.ldb] : T(0);
+    if (pa >= 0) d_n = L.diag[pa];
+
+    // Level l, first pass: the row of stage B.
+    {
+      T sum[R] = {};
+      if (pb >= 0) {
+#pragma unroll
+        for (int t = 0; t < K; ++t) {
+          if (kbb + lane + t * V < keb) {
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+              if (r < rhs.nr) sum[r] += val_b[t] * ring.get(ind_b[t], r, q1);
+          }
+        }
+        for (index_t k = kbb + lane + K * V; k < keb; k += V) {
+          const index_t j = L.ind[k];
+          const T a = L.val[k];
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+            if (r < rhs.nr) sum[r] += a * ring.get(j, r, q1);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) sum[r] = group_sum<V>(sum[r]);
+      if (pb >= 0 && lane == 0) finish_row(ring, y, write_y, rhs, pb, uib, b_b, sum, d_b);
+    }
+    // Further passes over a level wider than G rows, reading their data as they go.
+    for (index_t base = q0 + G; base < q1; base += G) {
+      const index_t p = base + g;
+      T sum[R] = {};
+      if (p < q1) {
+        const index_t kb = L.ptr[p], ke = L.ptr[p + 1];
+        for (index_t k = kb + lane; k < ke; k += V) {
+          const index_t j = L.ind[k];
+          const T a = L.val[k];
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+            if (r < rhs.nr) sum[r] += a * ring.get(j, r, q1);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) sum[r] = group_sum<V>(sum[r]);
+      if (p < q1 && lane == 0) {
+        const index_t ui = caller_row(L, p);
+        T b[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) b[r] = r < rhs.nr ? rhs.b[ui + std::int64_t(r) * rhs.ldb] : T(0);
+        finish_row(ring, y, write_y, rhs, p, ui, b, sum, L.diag[p]);
+      }
+    }
+    __syncthreads();
+
+    // Shift the pipeline by one level.
+    q0 = q1, q1 = q2, q2 = q3, q3 = q4;
+    pb = pa, kbb = kba, keb = kea, uib = uia, d_b = d_n;
+#pragma unroll
+    for (int t = 0; t < K; ++t) ind_b[t] = ind_n[t], val_b[t] = val_n[t];
+#pragma unroll
+    for (int r = 0; r < R; ++r) b_b[r] = b_n[r];
+    pa = pa2, kba = kba2, kea = kea2, oa = oa2;
+  }
+}
+
+template <typename T, int R, int V>
+void launch(const LowerPart<T>& L, const std::int32_t* level_ptr, int nlev, int max_rows, T* y,
+            const RhsPass<T>& rhs, cudaStream_t stream) {
+  const long long wanted = (static_cast<long long>(V) * std::max(max_rows, 1) + kWarpSize - 1) / kWarpSize * kWarpSize;
+  const int threads = static_cast<int>(std::min<long long>(wanted, max_threads(R)));
+  // The ring: a power of two of rows, no larger than the solution needs nor kRingBytes.
+  int ring_log2 = 0;
+  while ((std::int64_t(2) << ring_log2) * R * sizeof(T) <= kRingBytes && (index_t(1) << ring_log2) < L.n)
+    ++ring_log2;
+  const int bytes = static_cast<int>((std::size_t(1) << ring_log2) * R * sizeof(T));
+  static const cudaError_t attribute = cudaFuncSetAttribute(
+      level_block_kernel<T, R, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, kRingBytes);
+  cuda_check(attribute, "cudaFuncSetAttribute(level_block_kernel)", __FILE__, __LINE__);
+  level_block_kernel<T, R, V><<<1, threads, bytes, stream>>>(L, level_ptr, nlev, y, rhs, ring_log2);
+  check_launch("level_block_kernel");
+}
+
+template <typename T, int R>
+void launch_lanes(const LowerPart<T>& L, const std::int32_t* level_ptr, int nlev, int max_rows, int lanes, T* y,
+                  const RhsPass<T>& rhs, cudaStream_t stream) {
+  switch (lanes) {
+    case 1: launch<T, R, 1>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
+    case 2: launch<T, R, 2>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
+    case 4: launch<T, R, 4>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
+    case 8: launch<T, R, 8>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
+    case 16: launch<T, R, 16>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
+    default: launch<T, R, 32>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
+  }
+}
+
+}  // namespace
+
+int level_block_lanes(double entries_per_row) {
+  int lanes = 1;
+  while (lanes < kWarpSize && lanes * kLevelBlockEntries < entries_per_row) lanes *= 2;
+  return lanes;
+}
+
+template <typename T>
+void solve_level_block(const LowerPart<T>& L, const std::int32_t* level_ptr, int nlev, int max_rows, int lanes,
+                       T* y, const RhsPass<T>& rhs, cudaStream_t stream) {
+  if (L.n == 0 || nlev == 0) return;
+  if (rhs.nr > 1)
+    launch_lanes<T, kRhsPerPass>(L, level_ptr, nlev, max_rows, lanes, y, rhs, stream);
+  else
+    launch_lanes<T, 1>(L, level_ptr, nlev, max_rows, lanes, y, rhs, stream);
+}
+
+template void solve_level_block<double>(const LowerPart<double>&, const std::int32_t*, int, int, int, double*,
+                                        const RhsPass<double>&, cudaStream_t);
+template void solve_level_block<float>(const LowerPart<float>&, const std::int32_t*, int, int, int, float*,
+                                       const RhsPass<float>&, cudaStream_t);
+
+}  // namespace spade::kernels::sptrsv
