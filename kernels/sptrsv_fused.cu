@@ -51,6 +51,8 @@
 //  - warp rows reduce their R sums with one transposing warp reduction (9 shuffles for R = 8, not 40).
 #include "kernels/sptrsv_common.cuh"
 
+#include <algorithm>
+
 namespace spade::kernels::sptrsv {
 namespace {
 
@@ -266,8 +268,9 @@ __device__ void thread_chunk(const LowerPart<T>& L, const RhsPass<T>& rhs, const
   }
 }
 
-// Six blocks per SM for one right-hand side in index order (40 registers; ptxas, FP64), five in level order
-// (47: the batched reads), three for R = kRhsPerPass (80 registers).
+// Registers for six blocks per SM with one right-hand side in index order (40; ptxas, FP64), five in level
+// order (47: the batched reads), three for R = kRhsPerPass (80). Level order then runs one block per SM
+// (one_block_per_sm below).
 template <typename T, int R, int Batch>
 __global__ void __launch_bounds__(kBlockThreads, R == 1 ? (Batch > 1 ? 5 : 6) : 3)
     fused_kernel(LowerPart<T> L, const std::int32_t* items, int nitems, Buffers<T> y, RhsPass<T> rhs, Schedule s) {
@@ -283,6 +286,28 @@ __global__ void __launch_bounds__(kBlockThreads, R == 1 ? (Batch > 1 ? 5 : 6) : 
   block_finished(s.tickets, gridDim.x);
 }
 
+/// Level order keeps one block per SM: it asks for more than half of an SM's shared memory (unused), so no
+/// second block fits. Fewer waiting warps make every hand-off faster, and in level order the 132 resident
+/// blocks still hold the next several levels of a 3D grid (H100, docs/benchmarks/sptrsv.md, version 11:
+/// lap3d7 128^3 0.863 -> 0.789 ms, lap3d27 128^3 2.53 -> 2.26, lap2d9 64x16384 39.3 -> 30.9; two to four
+/// blocks per SM were slower than five). Index order needs every resident warp (version 9).
+template <typename T, int R, int Batch>
+int one_block_per_sm() {
+  static const int bytes = [] {
+    int device = 0, per_sm = 0, per_block = 0;
+    cuda_check(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__);
+    cuda_check(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device),
+               "cudaDeviceGetAttribute", __FILE__, __LINE__);
+    cuda_check(cudaDeviceGetAttribute(&per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+               "cudaDeviceGetAttribute", __FILE__, __LINE__);
+    const int wanted = std::min(per_sm / 2 + 1, per_block);
+    cuda_check(cudaFuncSetAttribute(fused_kernel<T, R, Batch>, cudaFuncAttributeMaxDynamicSharedMemorySize, wanted),
+               "cudaFuncSetAttribute(fused_kernel)", __FILE__, __LINE__);
+    return wanted;
+  }();
+  return bytes;
+}
+
 }  // namespace
 
 template <typename T>
@@ -291,12 +316,16 @@ void solve_fused(const LowerPart<T>& L, const std::int32_t* items, int nitems, T
   if (nitems == 0) return;
   const int blocks = blocks_for(nitems, kBlockWarps);
   const Buffers<T> y{y_cur, y_next, L.n};
-  if (rhs.nr > 1)
-    fused_kernel<T, kRhsPerPass, 1><<<blocks, kBlockThreads, 0, stream>>>(L, items, nitems, y, rhs, s);
-  else if (L.perm != nullptr)
-    fused_kernel<T, 1, kLevelOrderBatch><<<blocks, kBlockThreads, 0, stream>>>(L, items, nitems, y, rhs, s);
-  else
+  const bool level_order = L.perm != nullptr;
+  if (rhs.nr > 1) {
+    const int bytes = level_order ? one_block_per_sm<T, kRhsPerPass, 1>() : 0;
+    fused_kernel<T, kRhsPerPass, 1><<<blocks, kBlockThreads, bytes, stream>>>(L, items, nitems, y, rhs, s);
+  } else if (level_order) {
+    const int bytes = one_block_per_sm<T, 1, kLevelOrderBatch>();
+    fused_kernel<T, 1, kLevelOrderBatch><<<blocks, kBlockThreads, bytes, stream>>>(L, items, nitems, y, rhs, s);
+  } else {
     fused_kernel<T, 1, 1><<<blocks, kBlockThreads, 0, stream>>>(L, items, nitems, y, rhs, s);
+  }
   check_launch("fused_kernel");
 }
 
