@@ -79,6 +79,38 @@ __device__ inline void finish_row(const Ring<T, R>& ring, T* y, bool write_y, co
   }
 }
 
+/// sum[r] += the entries k = begin, begin + V, ... < end times right-hand side r of their columns, read when
+/// needed (for a reader in a level ending at row level_end).
+template <typename T, int R, int V>
+__device__ inline void add_entries(const LowerPart<T>& L, const Ring<T, R>& ring, int nr, index_t begin,
+                                   index_t end, index_t level_end, T (&sum)[R]) {
+  for (index_t k = begin; k < end; k += V) {
+    const index_t j = L.ind[k];
+    const T a = L.val[k];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      if (r < nr) sum[r] += a * ring.get(j, r, level_end);
+  }
+}
+
+/// Stage B of row p (-1: none) with entries [kb, ke) and caller's index ui: this lane's first
+/// kLevelBlockEntries entries, b and the diagonal, loaded without being used.
+template <typename T, int R, int V>
+__device__ inline void load_stage_b(const LowerPart<T>& L, const RhsPass<T>& rhs, int lane, index_t p, index_t kb,
+                                    index_t ke, index_t ui, index_t (&ind)[kLevelBlockEntries],
+                                    T (&val)[kLevelBlockEntries], T (&b)[R], T& d) {
+#pragma unroll
+  for (int t = 0; t < kLevelBlockEntries; ++t) {
+    const index_t k = kb + lane + t * V;
+    const bool in = p >= 0 && k < ke;
+    ind[t] = in ? L.ind[k] : 0;
+    val[t] = in ? L.val[k] : T(0);
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) b[r] = p >= 0 && r < rhs.nr ? rhs.b[ui + std::int64_t(r) * rhs.ldb] : T(0);
+  d = p >= 0 ? L.diag[p] : T(1);
+}
+
 template <typename T, int R, int V>
 __global__ void __launch_bounds__(max_threads(R))
     level_block_kernel(LowerPart<T> L, const std::int32_t* level_ptr, int nlev, T* y, RhsPass<T> rhs,
@@ -103,17 +135,8 @@ __global__ void __launch_bounds__(max_threads(R))
   index_t kbb = pb >= 0 ? L.ptr[pb] : 0, keb = pb >= 0 ? L.ptr[pb + 1] : 0;
   index_t uib = caller_index(pb >= 0 ? L.perm[pb] : 0, n, L.reversed);
   index_t ind_b[K];
-  T val_b[K], b_b[R], d_b = T(1);
-#pragma unroll
-  for (int t = 0; t < K; ++t) {
-    const index_t k = kbb + lane + t * V;
-    const bool in = pb >= 0 && k < keb;
-    ind_b[t] = in ? L.ind[k] : 0;
-    val_b[t] = in ? L.val[k] : T(0);
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) b_b[r] = pb >= 0 && r < rhs.nr ? rhs.b[uib + std::int64_t(r) * rhs.ldb] : T(0);
-  if (pb >= 0) d_b = L.diag[pb];
+  T val_b[K], b_b[R], d_b;
+  load_stage_b<T, R, V>(L, rhs, lane, pb, kbb, keb, uib, ind_b, val_b, b_b, d_b);
 
   for (int l = 0; l < nlev; ++l) {
     // Read ahead: the first row of level l + 4, stage A of level l + 2, stage B of level l + 1.
@@ -123,17 +146,8 @@ __global__ void __launch_bounds__(max_threads(R))
     const index_t oa2 = pa2 >= 0 ? L.perm[pa2] : 0;
     const index_t uia = caller_index(oa, n, L.reversed);
     index_t ind_n[K];
-    T val_n[K], b_n[R], d_n = T(1);
-#pragma unroll
-    for (int t = 0; t < K; ++t) {
-      const index_t k = kba + lane + t * V;
-      const bool in = pa >= 0 && k < kea;
-      ind_n[t] = in ? L.ind[k] : 0;
-      val_n[t] = in ? L.val[k] : T(0);
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) b_n[r] = pa >= 0 && r < rhs.nr ? rhs.b[uia + std::int64_t(r) * rhs.ldb] : T(0);
-    if (pa >= 0) d_n = L.diag[pa];
+    T val_n[K], b_n[R], d_n;
+    load_stage_b<T, R, V>(L, rhs, lane, pa, kba, kea, uia, ind_n, val_n, b_n, d_n);
 
     // Level l, first pass: the row of stage B.
     {
@@ -147,13 +161,7 @@ __global__ void __launch_bounds__(max_threads(R))
               if (r < rhs.nr) sum[r] += val_b[t] * ring.get(ind_b[t], r, q1);
           }
         }
-        for (index_t k = kbb + lane + K * V; k < keb; k += V) {
-          const index_t j = L.ind[k];
-          const T a = L.val[k];
-#pragma unroll
-          for (int r = 0; r < R; ++r)
-            if (r < rhs.nr) sum[r] += a * ring.get(j, r, q1);
-        }
+        add_entries<T, R, V>(L, ring, rhs.nr, kbb + lane + K * V, keb, q1, sum);
       }
 #pragma unroll
       for (int r = 0; r < R; ++r) sum[r] = group_sum<V>(sum[r]);
@@ -163,16 +171,7 @@ __global__ void __launch_bounds__(max_threads(R))
     for (index_t base = q0 + G; base < q1; base += G) {
       const index_t p = base + g;
       T sum[R] = {};
-      if (p < q1) {
-        const index_t kb = L.ptr[p], ke = L.ptr[p + 1];
-        for (index_t k = kb + lane; k < ke; k += V) {
-          const index_t j = L.ind[k];
-          const T a = L.val[k];
-#pragma unroll
-          for (int r = 0; r < R; ++r)
-            if (r < rhs.nr) sum[r] += a * ring.get(j, r, q1);
-        }
-      }
+      if (p < q1) add_entries<T, R, V>(L, ring, rhs.nr, L.ptr[p] + lane, L.ptr[p + 1], q1, sum);
 #pragma unroll
       for (int r = 0; r < R; ++r) sum[r] = group_sum<V>(sum[r]);
       if (p < q1 && lane == 0) {
