@@ -126,7 +126,8 @@ constexpr double kAutoLevelOrderNnzPerRow = 3.5;
 /// auto: level_block up to this many rows per level (n / levels), before fused_level and fused. One block
 /// costs about a memory round trip per level (0.9 us) whatever the width up to a few hundred rows, where
 /// the hand-offs between SMs cost 1.5-2.5 us; wider levels need more than one pass of the block (H100,
-/// version 11: faster at 253 and 410 rows per level, even at 342, slower at 493 and beyond).
+/// version 11: faster at 253 and 410 rows per level, slower at 493 and beyond; at 342, lap2d9 1024^2,
+/// fused_level is faster, 3.86 against 4.87 ms).
 constexpr double kAutoLevelBlockRowsPerLevel = 450;
 
 const char* inspect_message(int code) {
@@ -252,7 +253,8 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
              o_left = layout.add<T>(columns ? n : 0);
   const std::size_t cn = chunked ? std::size_t(nchunks) + 1 : 0;
   const auto o_items = layout.add<std::int32_t>(chunked ? n1 : 0), o_per_chunk = layout.add<std::int32_t>(cn),
-             o_chunk_base = layout.add<std::int32_t>(cn), o_y0 = layout.add<T>(chunked || algorithm == SptrsvAlgorithm::level_block ? n : 0),
+             o_chunk_base = layout.add<std::int32_t>(cn),
+             o_y0 = layout.add<T>(chunked || algorithm == SptrsvAlgorithm::level_block ? n : 0),
              o_y1 = layout.add<T>(chunked ? n : 0);
   common = std::move(layout);
   common.allocate();
