@@ -225,27 +225,30 @@ void launch_lanes(const LowerPart<T>& L, const std::int32_t* level_ptr, int nlev
   }
 }
 
-}  // namespace
-
-int level_block_lanes(double entries_per_row) {
+/// Lanes per row for a mean of `entries_per_row` off-diagonal entries: a power of two <= 32, enough for
+/// kLevelBlockEntries entries per lane.
+int lanes_per_row(double entries_per_row) {
   int lanes = 1;
   while (lanes < kWarpSize && lanes * kLevelBlockEntries < entries_per_row) lanes *= 2;
   return lanes;
 }
 
+}  // namespace
+
 template <typename T>
-void solve_level_block(const LowerPart<T>& L, const std::int32_t* level_ptr, int nlev, int max_rows, int lanes,
-                       T* y, const RhsPass<T>& rhs, cudaStream_t stream) {
+void solve_level_block(const LowerPart<T>& L, const std::int32_t* level_ptr, int nlev, int max_rows,
+                       double entries_per_row, T* y, const RhsPass<T>& rhs, cudaStream_t stream) {
   if (L.n == 0 || nlev == 0) return;
+  const int lanes = lanes_per_row(entries_per_row);
   if (rhs.nr > 1)
     launch_lanes<T, kRhsPerPass>(L, level_ptr, nlev, max_rows, lanes, y, rhs, stream);
   else
     launch_lanes<T, 1>(L, level_ptr, nlev, max_rows, lanes, y, rhs, stream);
 }
 
-template void solve_level_block<double>(const LowerPart<double>&, const std::int32_t*, int, int, int, double*,
+template void solve_level_block<double>(const LowerPart<double>&, const std::int32_t*, int, int, double, double*,
                                         const RhsPass<double>&, cudaStream_t);
-template void solve_level_block<float>(const LowerPart<float>&, const std::int32_t*, int, int, int, float*,
+template void solve_level_block<float>(const LowerPart<float>&, const std::int32_t*, int, int, double, float*,
                                        const RhsPass<float>&, cudaStream_t);
 
 }  // namespace spade::kernels::sptrsv

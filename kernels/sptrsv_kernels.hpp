@@ -219,12 +219,11 @@ void solve_fused(const LowerPart<T>& L, const std::int32_t* items, int nitems, T
 
 /// level_block (kernels/sptrsv_block.cu): one thread block walks the levels of the part renumbered in
 /// level order (L.perm given), a __syncthreads between levels. level_ptr: device, nlev + 1 entries (level l
-/// is rows [level_ptr[l], level_ptr[l + 1])); max_rows: the widest level (sets the block size); lanes: per
-/// row, from level_block_lanes; y: n * R scratch (R = 1 or kRhsPerPass), no initial contents needed.
+/// is rows [level_ptr[l], level_ptr[l + 1])); max_rows: the widest level (sets the block size);
+/// entries_per_row: the mean off-diagonal entries per row (sets the lanes per row); y: n * R scratch (R = 1
+/// or kRhsPerPass), no initial contents needed.
 template <typename T>
-void solve_level_block(const LowerPart<T>& L, const std::int32_t* level_ptr, int nlev, int max_rows, int lanes,
-                       T* y, const RhsPass<T>& rhs, cudaStream_t stream);
-/// level_block's lanes per row for a mean of `entries_per_row` off-diagonal entries: a power of two <= 32.
-int level_block_lanes(double entries_per_row);
+void solve_level_block(const LowerPart<T>& L, const std::int32_t* level_ptr, int nlev, int max_rows,
+                       double entries_per_row, T* y, const RhsPass<T>& rhs, cudaStream_t stream);
 
 }  // namespace spade::kernels::sptrsv

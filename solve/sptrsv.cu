@@ -162,7 +162,6 @@ struct SptrsvPlan<T>::Impl {
   std::int32_t* jlev = nullptr;
   std::int32_t* level_ptr = nullptr;  // device, levels + 1 entries
   std::vector<std::int32_t> level_ptr_host;
-  int lanes = 1;  // level_block: lanes per row
   int* flag = nullptr;  // SLFR flags or SLFC / syncfree counters
   std::int32_t* global_deg = nullptr;
   std::int32_t* local_deg = nullptr;
@@ -444,7 +443,6 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     for (int l = 0; l < stats.levels; ++l)
       stats.max_rows_per_level = std::max(stats.max_rows_per_level, level_ptr_host[l + 1] - level_ptr_host[l]);
   }
-  lanes = ks::level_block_lanes(stats.nnz_per_row);
 }
 
 template <typename T>
@@ -557,7 +555,8 @@ void SptrsvPlan<T>::solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, 
         break;
       }
       case SptrsvAlgorithm::level_block:
-        ks::solve_level_block(L, p.level_ptr, nlev, p.stats.max_rows_per_level, p.lanes, p.y[w][0], rhs, stream);
+        ks::solve_level_block(L, p.level_ptr, nlev, p.stats.max_rows_per_level, p.stats.nnz_per_row, p.y[w][0],
+                              rhs, stream);
         break;
       case SptrsvAlgorithm::automatic: break;
     }
