@@ -9,246 +9,428 @@
 // device memory, so when the levels are narrow (a few hundred rows or fewer: thin 2D grids, long chains,
 // structural matrices) one block walks the levels faster, and one SM's bandwidth is enough for a level.
 //
-// What a level costs. Read naively, a row's data is a chain of dependent loads (level bounds, row
-// pointers, entries, then the solution values). The kernel reads it ahead instead, over registers: at
-// level l each group of lanes loads the row pointers and the original index of its row of level l + 2,
-// and the first kLevelBlockEntries entries per lane (column and value), the diagonal and b of its row of
-// level l + 1, so that every load of a level is issued at once and no arithmetic waits on a load of the
-// same level. But __syncthreads waits for every load in flight (ncu on the H100: warps stall at the
-// barrier even when the block is one warp), so a level still costs one memory round trip, about 0.9 us
-// (docs/benchmarks/sptrsv.md, version 11). Reading ahead across the barrier needs asynchronous copies
-// into shared memory (cp.async), which the barrier does not wait for: the next step.
+// What a level costs. __syncthreads waits for every load in flight, so a level that loads its own data
+// from device memory costs at least one memory round trip (about 0.9 us on the H100, version 11 of
+// docs/benchmarks/sptrsv.md). Asynchronous copies into shared memory (cp.async) are waited for only by
+// cp.async.wait_group, not by the barrier, so the kernel copies every level's data into shared memory
+// kLead levels ahead, a multistage pipeline as in the main loops of dense GEMM kernels on Ampere and
+// Hopper; a level then reads only shared memory. The plan packs each level into one contiguous region
+// (level_pack_fill), so a level's copy is one run of 16-byte chunks, and a 32-byte descriptor says where
+// it is. The copies run in three tiers, each kLead levels behind the one whose data it needs: the
+// descriptor, the level's region, and b gathered through the caller's row numbers in that region. They are
+// issued by copying warps of their own, beside the warps that solve rows, so that the two instruction
+// streams overlap instead of adding up within a level (every instruction of a level is on its critical
+// path: a level's warps have nothing else to hide latency behind). Each copying thread commits one group
+// per level and waits for all but its kLead - 1 latest groups before the barrier, which makes every copy
+// issued kLead levels ago visible to the block. Before the barrier each group of solving lanes reads its
+// row of the next level from shared memory into registers, so after the barrier a level only waits for
+// the values of its dependencies.
 //
-// The rows are renumbered in level order (the plan's copy, as for fused_level), so a level is a contiguous
-// range of rows. Solution values live in a shared-memory ring indexed by the row in level order: a row's
-// dependencies are mostly in the levels just before it, which the ring still holds; older ones are read
-// from the solution buffer y in device memory, written by the same block (visible after __syncthreads).
+// This kernel runs when the levels are narrow (kStagedRowsPerLevel) and every level fits a stage;
+// otherwise kernels/sptrsv_block_direct.cu reads the levels into registers ahead of them. The solving
+// warps cover twice the mean level width; wider levels take further passes over their stage. Solution
+// values live in a shared-memory ring indexed by the row in level order: a row's dependencies are mostly
+// in the levels just before it, which the ring still holds; older ones are read from the solution buffer y
+// in device memory, written by the same block (visible after __syncthreads).
 //
 // A row is solved by V lanes (V a power of two up to 32, from the entries per row), each taking every V-th
-// entry, then a reduction over the V lanes. A level wider than the rows one pass covers takes further
-// passes, which read their data when they need it (slower, but levels that wide are meant for other
-// algorithms). There is no spin-wait: the kernel cannot hang.
-#include "kernels/sptrsv_common.cuh"
+// entry, then a reduction over the V lanes. There is no spin-wait: the kernel cannot hang.
+#include <algorithm>
+#include <climits>
+
+#include "kernels/sptrsv_block.cuh"
 
 namespace spade::kernels::sptrsv {
 namespace {
 
-/// Entries per lane of a row read one level before the row is solved; the rest are read when needed.
-constexpr int kLevelBlockEntries = 4;
+/// Levels between issuing a tier of copies and reading what it copied.
+constexpr int kLead = 4;
+/// Ring slots of descriptors, stages and b: each holds a level's data from the copy's issue to its last
+/// read, 3 kLead + 2, 2 kLead + 2 and kLead + 2 levels.
+constexpr int kDescSlots = 16;
+constexpr int kStages = 2 * kLead + 2;
+constexpr int kRhsSlots = kLead + 2;
+static_assert(kDescSlots >= 3 * kLead + 2, "descriptor ring too small");
+/// The staged kernel runs levels of at most this many rows on average; wider ones cost more instructions
+/// per level than the direct kernel's memory round trip (H100: staged 3.9 against 4.6 ms at 241 rows per
+/// level, lap2d5 256 x 4096; 4.6 against 3.7 ms at 410, lap2d5 512 x 2048).
+constexpr int kStagedRowsPerLevel = 300;
+/// Levels the pipeline runs ahead before the first level is solved.
+constexpr int kPrologue = 3 * kLead + 1;
 
-/// The threads of the block: at most 1024 with one right-hand side, 512 with kRhsPerPass (registers).
-constexpr int max_threads(int R) { return R == 1 ? 1024 : 512; }
+__host__ __device__ constexpr long long round16(long long bytes) { return (bytes + 15) / 16 * 16; }
 
-/// Bytes of the shared-memory ring (all of it when the solution fits).
-constexpr int kRingBytes = 128 * 1024;
-
-template <typename T, int R>
-struct Ring {
-  T* values;        ///< shared memory: ring[(p & mask) * R + r]
-  index_t mask;     ///< ring size - 1 (a power of two)
-  const T* y;       ///< device memory: y[r * n + p]
-  index_t n;
-  /// Right-hand side r of row j, for a reader in a level ending at row `end`: the ring holds every row
-  /// from end - size on (no row of the level can have overwritten them).
-  __device__ T get(index_t j, int r, index_t end) const {
-    return j >= end - mask - 1 ? values[(j & mask) * R + r] : y[std::int64_t(r) * n + j];
-  }
+/// A packed level (LevelDesc), in a stage or in device memory.
+template <typename T>
+struct LevelView {
+  const std::int32_t* ptr;
+  const index_t* caller;
+  const T* diag;
+  const index_t* ind;
+  const T* val;
+  __device__ LevelView(const unsigned char* base, const LevelDesc& d)
+      : ptr(reinterpret_cast<const std::int32_t*>(base)),
+        caller(reinterpret_cast<const index_t*>(base + d.caller)),
+        diag(reinterpret_cast<const T*>(base + d.diag)),
+        ind(reinterpret_cast<const index_t*>(base + d.ind)),
+        val(reinterpret_cast<const T*>(base + d.val)) {}
 };
 
-/// Reduces over the V adjacent lanes of a group (every lane of the warp must call it).
-template <int V, typename T>
-__device__ inline T group_sum(T v) {
-#pragma unroll
-  for (int offset = V / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
-  return v;
+__device__ inline unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
-/// Row p's solution from b, the sum of its entries and its diagonal, written to the ring, y (when rows
-/// leave the ring) and x.
-template <typename T, int R>
-__device__ inline void finish_row(const Ring<T, R>& ring, T* y, bool write_y, const RhsPass<T>& rhs, index_t p,
-                                  index_t ui, const T (&b)[R], const T (&sum)[R], T d) {
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    if (r < rhs.nr) {
-      const T v = (b[r] - sum[r]) / d;
-      ring.values[(p & ring.mask) * R + r] = v;
-      if (write_y) y[std::int64_t(r) * ring.n + p] = v;
-      rhs.x[ui + std::int64_t(r) * rhs.ldx] = v;
-    }
-  }
+/// Copies 16 bytes (both addresses 16-byte aligned).
+__device__ inline void copy_async_16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address(dst)), "l"(src) : "memory");
 }
 
-/// sum[r] += the entries k = begin, begin + V, ... < end times right-hand side r of their columns, read when
-/// needed (for a reader in a level ending at row level_end).
+/// Copies one element of 4 or 8 bytes (aligned to its size).
+template <typename U>
+__device__ inline void copy_async_element(U* dst, const U* src) {
+  static_assert(sizeof(U) == 4 || sizeof(U) == 8, "cp.async copies 4, 8 or 16 bytes");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(shared_address(dst)), "l"(src), "n"(sizeof(U))
+               : "memory");
+}
+
+__device__ inline void commit_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+/// Waits until at most kLead - 1 of this thread's groups of copies are still in flight.
+__device__ inline void wait_copies() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kLead - 1) : "memory"); }
+
+/// Where a launch keeps its data in shared memory (byte offsets) and how much a stage and a b slot hold.
+struct Layout {
+  int solver_threads;  ///< the threads that solve rows; the rest of the block copies
+  int stage_bytes;  ///< the largest packed level a stage holds
+  int rhs_rows;     ///< rows of a level whose b a slot holds
+  int ring_log2;    ///< the solution ring holds 2^ring_log2 rows
+  int stages, rhs, ring, rhs_slot_bytes, total;
+};
+
+/// sum[r] += the entries k = begin, begin + V, ... < end of a level times right-hand side r of their
+/// columns (for a reader in a level ending at row level_end).
 template <typename T, int R, int V>
-__device__ inline void add_entries(const LowerPart<T>& L, const Ring<T, R>& ring, int nr, index_t begin,
-                                   index_t end, index_t level_end, T (&sum)[R]) {
-  for (index_t k = begin; k < end; k += V) {
-    const index_t j = L.ind[k];
-    const T a = L.val[k];
+__device__ inline void add_entries(const LevelView<T>& v, const Ring<T, R>& ring, int nr, int begin, int end,
+                                   index_t level_end, T (&sum)[R]) {
+  for (int k = begin; k < end; k += V) {
+    const index_t j = v.ind[k];
+    const T a = v.val[k];
 #pragma unroll
     for (int r = 0; r < R; ++r)
       if (r < nr) sum[r] += a * ring.get(j, r, level_end);
   }
 }
 
-/// Stage B of row p (-1: none) with entries [kb, ke) and caller's index ui: this lane's first
-/// kLevelBlockEntries entries, b and the diagonal, loaded without being used.
+/// A group's row of a level, read before the level: the row (-1: none), its entries [kb, ke) in the
+/// level, the caller's index, this lane's first kLevelBlockEntries entries, b and the diagonal.
+template <typename T, int R>
+struct RowRegs {
+  index_t p = -1, ui = 0;
+  int kb = 0, ke = 0;
+  index_t ind[kLevelBlockEntries] = {};
+  T val[kLevelBlockEntries] = {};
+  T b[R] = {};
+  T d = T(1);
+};
+
+/// Row i of a level starting at row q0 into registers; b from the level's b slot when it holds the row
+/// (bslot != nullptr and i < rhs_rows), else from the caller's b.
 template <typename T, int R, int V>
-__device__ inline void load_stage_b(const LowerPart<T>& L, const RhsPass<T>& rhs, int lane, index_t p, index_t kb,
-                                    index_t ke, index_t ui, index_t (&ind)[kLevelBlockEntries],
-                                    T (&val)[kLevelBlockEntries], T (&b)[R], T& d) {
+__device__ inline RowRegs<T, R> read_row(const LevelView<T>& v, const T* bslot, int rhs_rows, const RhsPass<T>& rhs,
+                                         int lane, index_t q0, int i) {
+  RowRegs<T, R> row;
+  row.p = q0 + i;
+  row.kb = v.ptr[i];
+  row.ke = v.ptr[i + 1];
+  row.ui = v.caller[i];
+  row.d = v.diag[i];
 #pragma unroll
   for (int t = 0; t < kLevelBlockEntries; ++t) {
-    const index_t k = kb + lane + t * V;
-    const bool in = p >= 0 && k < ke;
-    ind[t] = in ? L.ind[k] : 0;
-    val[t] = in ? L.val[k] : T(0);
+    const int k = row.kb + lane + t * V;
+    if (k < row.ke) {
+      row.ind[t] = v.ind[k];
+      row.val[t] = v.val[k];
+    }
   }
+  const bool slot = bslot != nullptr && i < rhs_rows;
 #pragma unroll
-  for (int r = 0; r < R; ++r) b[r] = p >= 0 && r < rhs.nr ? rhs.b[ui + std::int64_t(r) * rhs.ldb] : T(0);
-  d = p >= 0 ? L.diag[p] : T(1);
+  for (int r = 0; r < R; ++r)
+    if (r < rhs.nr) row.b[r] = slot ? bslot[i * R + r] : rhs.b[row.ui + std::int64_t(r) * rhs.ldb];
+  return row;
 }
 
 template <typename T, int R, int V>
-__global__ void __launch_bounds__(max_threads(R))
-    level_block_kernel(LowerPart<T> L, const std::int32_t* level_ptr, int nlev, T* y, RhsPass<T> rhs,
-                       int ring_log2) {
+__global__ void __launch_bounds__(level_block_max_threads(R))
+    level_block_kernel(LevelPack<T> pack, T* y, RhsPass<T> rhs, Layout lay) {
   constexpr int K = kLevelBlockEntries;
   extern __shared__ __align__(16) unsigned char level_block_shared[];
-  const index_t n = L.n;
-  const Ring<T, R> ring{reinterpret_cast<T*>(level_block_shared), (index_t(1) << ring_log2) - 1, y, n};
+  unsigned char* const shared = level_block_shared;
+  LevelDesc* const desc_ring = reinterpret_cast<LevelDesc*>(shared);  // [kDescSlots]
+  const index_t n = pack.n;
+  const int nlev = pack.nlev;
+  const Ring<T, R> ring{reinterpret_cast<T*>(shared + lay.ring), (index_t(1) << lay.ring_log2) - 1, y, n};
   const bool write_y = n > ring.mask + 1;  // else every row stays in the ring
-  const int G = blockDim.x / V;            // rows per pass
-  const int g = threadIdx.x / V, lane = threadIdx.x % V;
-  auto level_begin = [&](int l) { return l <= nlev ? index_t(level_ptr[l]) : n; };
+  // Warps [0, solvers) solve the rows; the others only copy, at the same time.
+  const int solvers = lay.solver_threads, t = threadIdx.x;
+  const bool copier = t >= solvers;
+  const int ct = t - solvers, nct = blockDim.x - solvers;
+  const int G = solvers / V;  // rows per pass
+  const int g = t / V, lane = t % V;
+  auto staged = [&](const LevelDesc& d) { return d.bytes <= lay.stage_bytes; };
+  auto stage = [&](int m) { return shared + lay.stages + (m % kStages) * lay.stage_bytes; };
+  auto rhs_slot = [&](int m) { return reinterpret_cast<T*>(shared + lay.rhs + (m % kRhsSlots) * lay.rhs_slot_bytes); };
+  // Level m (descriptor d) where it is read from: its stage, or its region in device memory.
+  auto view = [&](int m, const LevelDesc& d) {
+    return LevelView<T>(staged(d) ? stage(m) : pack.data + std::int64_t(d.chunk) * 16, d);
+  };
 
-  // The pipeline. q[i] = first row of level l + i. Stage A (level l + 1): the row, its entry range and
-  // its row before the renumbering (L.perm). Stage B (level l): the row, its entry range, the caller's
-  // index, the first K entries per lane, diagonal and b. A loaded value is used one level later, never
-  // right after its load: arithmetic on it (even the caller's index) would wait for memory at every level.
-  index_t q0 = level_begin(0), q1 = level_begin(1), q2 = level_begin(2), q3 = level_begin(3);
-  index_t pa = q1 + g < q2 ? q1 + g : -1;
-  index_t kba = pa >= 0 ? L.ptr[pa] : 0, kea = pa >= 0 ? L.ptr[pa + 1] : 0, oa = pa >= 0 ? L.perm[pa] : 0;
-  index_t pb = q0 + g < q1 ? q0 + g : -1;
-  index_t kbb = pb >= 0 ? L.ptr[pb] : 0, keb = pb >= 0 ? L.ptr[pb + 1] : 0;
-  index_t uib = caller_index(pb >= 0 ? L.perm[pb] : 0, n, L.reversed);
-  index_t ind_b[K];
-  T val_b[K], b_b[R], d_b;
-  load_stage_b<T, R, V>(L, rhs, lane, pb, kbb, keb, uib, ind_b, val_b, b_b, d_b);
-
-  for (int l = 0; l < nlev; ++l) {
-    // Read ahead: the first row of level l + 4, stage A of level l + 2, stage B of level l + 1.
-    const index_t q4 = level_begin(l + 4);
-    const index_t pa2 = q2 + g < q3 ? q2 + g : -1;
-    const index_t kba2 = pa2 >= 0 ? L.ptr[pa2] : 0, kea2 = pa2 >= 0 ? L.ptr[pa2 + 1] : 0;
-    const index_t oa2 = pa2 >= 0 ? L.perm[pa2] : 0;
-    const index_t uia = caller_index(oa, n, L.reversed);
-    index_t ind_n[K];
-    T val_n[K], b_n[R], d_n;
-    load_stage_b<T, R, V>(L, rhs, lane, pa, kba, kea, uia, ind_n, val_n, b_n, d_n);
-
-    // Level l, first pass: the row of stage B.
-    {
-      T sum[R] = {};
-      if (pb >= 0) {
+  RowRegs<T, R> next;  // the group's row of the level about to be solved
+  for (int l = -kPrologue; l < nlev; ++l) {
+    if (!copier && l >= 0) {
+      // Level l: rows [q0, q1), the first pass from registers.
+      const LevelDesc dl = desc_ring[l % kDescSlots];
+      const index_t q0 = dl.first_row, q1 = q0 + dl.rows;
+      {
+        T sum[R] = {};
+        if (next.p >= 0) {
 #pragma unroll
-        for (int t = 0; t < K; ++t) {
-          if (kbb + lane + t * V < keb) {
+          for (int k = 0; k < K; ++k) {
+            if (next.kb + lane + k * V < next.ke) {
+#pragma unroll
+              for (int r = 0; r < R; ++r)
+                if (r < rhs.nr) sum[r] += next.val[k] * ring.get(next.ind[k], r, q1);
+            }
+          }
+          if (next.kb + lane + K * V < next.ke)
+            add_entries<T, R, V>(view(l, dl), ring, rhs.nr, next.kb + lane + K * V, next.ke, q1, sum);
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) sum[r] = group_sum<V>(sum[r]);
+        if (next.p >= 0 && lane == 0) finish_row(ring, y, write_y, rhs, next.p, next.ui, next.b, sum, next.d);
+      }
+      // Further passes over a level wider than G rows.
+      if (dl.rows > G) {
+        const LevelView<T> v = view(l, dl);
+        const T* bslot = staged(dl) ? rhs_slot(l) : nullptr;
+        for (int base = G; base < dl.rows; base += G) {
+          const int i = base + g;
+          const bool in = i < dl.rows;
+          T sum[R] = {};
+          if (in) add_entries<T, R, V>(v, ring, rhs.nr, v.ptr[i] + lane, v.ptr[i + 1], q1, sum);
+#pragma unroll
+          for (int r = 0; r < R; ++r) sum[r] = group_sum<V>(sum[r]);
+          if (in && lane == 0) {
+            const index_t ui = v.caller[i];
+            const bool slot = bslot != nullptr && i < lay.rhs_rows;
+            T b[R];
 #pragma unroll
             for (int r = 0; r < R; ++r)
-              if (r < rhs.nr) sum[r] += val_b[t] * ring.get(ind_b[t], r, q1);
+              b[r] = r >= rhs.nr ? T(0) : slot ? bslot[i * R + r] : rhs.b[ui + std::int64_t(r) * rhs.ldb];
+            finish_row(ring, y, write_y, rhs, q0 + i, ui, b, sum, v.diag[i]);
           }
         }
-        add_entries<T, R, V>(L, ring, rhs.nr, kbb + lane + K * V, keb, q1, sum);
       }
-#pragma unroll
-      for (int r = 0; r < R; ++r) sum[r] = group_sum<V>(sum[r]);
-      if (pb >= 0 && lane == 0) finish_row(ring, y, write_y, rhs, pb, uib, b_b, sum, d_b);
     }
-    // Further passes over a level wider than G rows, reading their data as they go.
-    for (index_t base = q0 + G; base < q1; base += G) {
-      const index_t p = base + g;
-      T sum[R] = {};
-      if (p < q1) add_entries<T, R, V>(L, ring, rhs.nr, L.ptr[p] + lane, L.ptr[p + 1], q1, sum);
-#pragma unroll
-      for (int r = 0; r < R; ++r) sum[r] = group_sum<V>(sum[r]);
-      if (p < q1 && lane == 0) {
-        const index_t ui = caller_row(L, p);
-        T b[R];
-#pragma unroll
-        for (int r = 0; r < R; ++r) b[r] = r < rhs.nr ? rhs.b[ui + std::int64_t(r) * rhs.ldb] : T(0);
-        finish_row(ring, y, write_y, rhs, p, ui, b, sum, L.diag[p]);
+
+    // The copies of this level, each tier kLead levels behind the one whose data it needs.
+    if (copier) {
+      const int m0 = l + 3 * kLead + 1;  // the descriptor of level m0
+      if (ct < 2 && m0 >= 0 && m0 < nlev)
+        copy_async_16(reinterpret_cast<int4*>(&desc_ring[m0 % kDescSlots]) + ct,
+                      reinterpret_cast<const int4*>(pack.desc + m0) + ct);
+      const int m1 = l + 2 * kLead + 1;  // the packed region of level m1, into its stage
+      if (m1 >= 0 && m1 < nlev) {
+        const LevelDesc& d = desc_ring[m1 % kDescSlots];
+        if (staged(d)) {
+          unsigned char* dst = stage(m1);
+          const unsigned char* src = pack.data + std::int64_t(d.chunk) * 16;
+          for (int c = ct * 16; c < d.bytes; c += nct * 16) copy_async_16(dst + c, src + c);
+        }
       }
+      const int m2 = l + kLead + 1;  // b of level m2, gathered through the staged caller's rows
+      if (m2 >= 0 && m2 < nlev) {
+        const LevelDesc& d = desc_ring[m2 % kDescSlots];
+        if (staged(d)) {
+          const index_t* caller = reinterpret_cast<const index_t*>(stage(m2) + d.caller);
+          T* bslot = rhs_slot(m2);
+          const int count = min(d.rows, lay.rhs_rows) * rhs.nr;
+          for (int i = ct; i < count; i += nct) {
+            const int row = R == 1 ? i : i / rhs.nr, r = R == 1 ? 0 : i % rhs.nr;
+            copy_async_element(bslot + row * R + r, rhs.b + caller[row] + std::int64_t(r) * rhs.ldb);
+          }
+        }
+      }
+      commit_copies();
+      wait_copies();
+    } else if (l + 1 >= 0 && l + 1 < nlev) {
+      // The group's row of level l + 1 into registers (its stage and b were complete at the last barrier).
+      const LevelDesc d = desc_ring[(l + 1) % kDescSlots];
+      next = g < d.rows ? read_row<T, R, V>(view(l + 1, d), staged(d) ? rhs_slot(l + 1) : nullptr, lay.rhs_rows,
+                                            rhs, lane, d.first_row, g)
+                        : RowRegs<T, R>{};
     }
     __syncthreads();
-
-    // Shift the pipeline by one level.
-    q0 = q1, q1 = q2, q2 = q3, q3 = q4;
-    pb = pa, kbb = kba, keb = kea, uib = uia, d_b = d_n;
-#pragma unroll
-    for (int t = 0; t < K; ++t) ind_b[t] = ind_n[t], val_b[t] = val_n[t];
-#pragma unroll
-    for (int r = 0; r < R; ++r) b_b[r] = b_n[r];
-    pa = pa2, kba = kba2, kea = kea2, oa = oa2;
   }
 }
 
+/// The shared-memory layout for levels of at most max_rows rows and max_bytes packed bytes, R
+/// right-hand sides, within `budget` bytes; the solution ring takes what is left (at most n rows).
+template <typename T, int R>
+Layout plan_layout(index_t n, int max_rows, long long max_bytes, int budget) {
+  constexpr long long kMinRingRows = 256, kMinStage = 1024;
+  const long long row_bytes = static_cast<long long>(R) * sizeof(T);
+  long long stage = round16(std::max(max_bytes, 16LL));
+  long long rows = std::min<long long>(1024, (std::max(max_rows, 1) + 31) / 32 * 32);
+  const long long head = round16(kDescSlots * sizeof(LevelDesc));
+  while (head + kStages * stage + kRhsSlots * round16(rows * row_bytes) + kMinRingRows * row_bytes > budget &&
+         (stage > kMinStage || rows > 32)) {
+    stage = std::max(kMinStage, round16(stage * 3 / 4));
+    rows = std::max(32LL, (rows * 3 / 4 + 31) / 32 * 32);
+  }
+  Layout lay{};
+  lay.stage_bytes = static_cast<int>(stage);
+  lay.rhs_rows = static_cast<int>(rows);
+  lay.rhs_slot_bytes = static_cast<int>(round16(rows * row_bytes));
+  lay.stages = static_cast<int>(head);
+  lay.rhs = lay.stages + kStages * lay.stage_bytes;
+  lay.ring = lay.rhs + kRhsSlots * lay.rhs_slot_bytes;
+  lay.ring_log2 = 0;
+  while ((index_t(1) << lay.ring_log2) < n && lay.ring + (2LL << lay.ring_log2) * row_bytes <= budget)
+    ++lay.ring_log2;
+  lay.total = lay.ring + static_cast<int>((1LL << lay.ring_log2) * row_bytes);
+  return lay;
+}
+
 template <typename T, int R, int V>
-void launch(const LowerPart<T>& L, const std::int32_t* level_ptr, int nlev, int max_rows, T* y,
-            const RhsPass<T>& rhs, cudaStream_t stream) {
-  const long long wanted = (static_cast<long long>(V) * std::max(max_rows, 1) + kWarpSize - 1) / kWarpSize * kWarpSize;
-  const int threads = static_cast<int>(std::min<long long>(wanted, max_threads(R)));
-  // The ring: a power of two of rows, no larger than the solution needs nor kRingBytes.
-  int ring_log2 = 0;
-  while ((std::int64_t(2) << ring_log2) * R * sizeof(T) <= kRingBytes && (index_t(1) << ring_log2) < L.n)
-    ++ring_log2;
-  const int bytes = static_cast<int>((std::size_t(1) << ring_log2) * R * sizeof(T));
+void launch(const LevelPack<T>& pack, Layout lay, int budget, T* y, const RhsPass<T>& rhs, cudaStream_t stream) {
+  // A copying warp per 4 KiB of a stage (8 chunks per lane), up to 4. V lanes per row of a level twice the
+  // mean width (no wider than the widest): every warp runs every level, so idle ones cost time, and the
+  // few wider levels take further passes over their stage.
+  const int copiers = kWarpSize * std::min(4, (lay.stage_bytes + 4095) / 4096);
+  const long long rows = std::min<long long>(pack.max_rows, 2 * ((pack.n + pack.nlev - 1) / pack.nlev));
+  const long long wanted = static_cast<long long>(V) * std::max(rows, 1LL);
+  lay.solver_threads = static_cast<int>(
+      std::min<long long>((wanted + kWarpSize - 1) / kWarpSize * kWarpSize, level_block_max_threads(R) - copiers));
+  const int threads = lay.solver_threads + copiers;
   static const cudaError_t attribute = cudaFuncSetAttribute(
-      level_block_kernel<T, R, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, kRingBytes);
+      level_block_kernel<T, R, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, budget);
   cuda_check(attribute, "cudaFuncSetAttribute(level_block_kernel)", __FILE__, __LINE__);
-  level_block_kernel<T, R, V><<<1, threads, bytes, stream>>>(L, level_ptr, nlev, y, rhs, ring_log2);
+  level_block_kernel<T, R, V><<<1, threads, lay.total, stream>>>(pack, y, rhs, lay);
   check_launch("level_block_kernel");
 }
 
+/// The staged kernel when the levels are narrow (at most kStagedRowsPerLevel rows on average) and every
+/// one fits a stage (true), else nothing (false).
 template <typename T, int R>
-void launch_lanes(const LowerPart<T>& L, const std::int32_t* level_ptr, int nlev, int max_rows, int lanes, T* y,
-                  const RhsPass<T>& rhs, cudaStream_t stream) {
-  switch (lanes) {
-    case 1: launch<T, R, 1>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
-    case 2: launch<T, R, 2>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
-    case 4: launch<T, R, 4>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
-    case 8: launch<T, R, 8>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
-    case 16: launch<T, R, 16>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
-    default: launch<T, R, 32>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
+bool launch_staged(const LevelPack<T>& pack, T* y, const RhsPass<T>& rhs, cudaStream_t stream) {
+  static const int budget = shared_budget();
+  const Layout lay = plan_layout<T, R>(pack.n, pack.max_rows, pack.max_bytes, budget);
+  if (lay.stage_bytes < pack.max_bytes || pack.n > static_cast<long long>(kStagedRowsPerLevel) * pack.nlev)
+    return false;
+  switch (lanes_per_row(pack.entries_per_row)) {
+    case 1: launch<T, R, 1>(pack, lay, budget, y, rhs, stream); break;
+    case 2: launch<T, R, 2>(pack, lay, budget, y, rhs, stream); break;
+    case 4: launch<T, R, 4>(pack, lay, budget, y, rhs, stream); break;
+    case 8: launch<T, R, 8>(pack, lay, budget, y, rhs, stream); break;
+    case 16: launch<T, R, 16>(pack, lay, budget, y, rhs, stream); break;
+    default: launch<T, R, 32>(pack, lay, budget, y, rhs, stream); break;
   }
+  return true;
 }
 
-/// Lanes per row for a mean of `entries_per_row` off-diagonal entries: a power of two <= 32, enough for
-/// kLevelBlockEntries entries per lane.
-int lanes_per_row(double entries_per_row) {
-  int lanes = 1;
-  while (lanes < kWarpSize && lanes * kLevelBlockEntries < entries_per_row) lanes *= 2;
-  return lanes;
+template <typename T>
+__global__ void level_pack_sizes_kernel(int nlev, const std::int32_t* level_ptr, const std::int32_t* ptr,
+                                        LevelDesc* desc, std::int32_t* chunks, int* max_chunks) {
+  const int m = blockIdx.x * blockDim.x + threadIdx.x;
+  if (m >= nlev) return;
+  const long long first = level_ptr[m], rows = level_ptr[m + 1] - first;
+  const long long entries = ptr[first + rows] - ptr[first];
+  LevelDesc d;
+  d.first_row = static_cast<std::int32_t>(first);
+  d.rows = static_cast<std::int32_t>(rows);
+  d.chunk = 0;
+  const long long caller = round16(4 * (rows + 1)), diag = caller + round16(4 * rows);
+  const long long ind = diag + round16(static_cast<long long>(sizeof(T)) * rows);
+  const long long val = ind + round16(static_cast<long long>(sizeof(index_t)) * entries);
+  const long long bytes = val + round16(static_cast<long long>(sizeof(T)) * entries);
+  const bool fits = bytes <= INT_MAX;
+  d.caller = static_cast<std::int32_t>(caller);
+  d.diag = static_cast<std::int32_t>(diag);
+  d.ind = fits ? static_cast<std::int32_t>(ind) : 0;
+  d.val = fits ? static_cast<std::int32_t>(val) : 0;
+  d.bytes = fits ? static_cast<std::int32_t>(bytes) : INT_MAX;
+  desc[m] = d;
+  const int c = fits ? static_cast<int>(bytes / 16) : INT_MAX;
+  chunks[m] = c;
+  atomicMax(max_chunks, c);
+}
+
+/// A block per level: the level's packed region at chunk offsets[m].
+template <typename T>
+__global__ void level_pack_fill_kernel(LowerPart<T> L, const std::int32_t* offsets, LevelDesc* desc,
+                                       unsigned char* data) {
+  const int m = blockIdx.x;
+  const LevelDesc d = desc[m];
+  __syncthreads();  // every thread has read desc[m] before thread 0 rewrites it
+  if (threadIdx.x == 0) desc[m].chunk = offsets[m];
+  unsigned char* base = data + std::int64_t(offsets[m]) * 16;
+  const std::int32_t first = d.first_row, e0 = L.ptr[first], entries = L.ptr[first + d.rows] - e0;
+  auto* ptr = reinterpret_cast<std::int32_t*>(base);
+  auto* caller = reinterpret_cast<index_t*>(base + d.caller);
+  auto* diag = reinterpret_cast<T*>(base + d.diag);
+  auto* ind = reinterpret_cast<index_t*>(base + d.ind);
+  auto* val = reinterpret_cast<T*>(base + d.val);
+  for (int i = threadIdx.x; i <= d.rows; i += blockDim.x) {
+    ptr[i] = L.ptr[first + i] - e0;
+    if (i < d.rows) {
+      caller[i] = caller_index(L.perm[first + i], L.n, L.reversed);
+      diag[i] = L.diag[first + i];
+    }
+  }
+  for (int k = threadIdx.x; k < entries; k += blockDim.x) {
+    ind[k] = L.ind[e0 + k];
+    val[k] = L.val[e0 + k];
+  }
 }
 
 }  // namespace
 
 template <typename T>
-void solve_level_block(const LowerPart<T>& L, const std::int32_t* level_ptr, int nlev, int max_rows,
-                       double entries_per_row, T* y, const RhsPass<T>& rhs, cudaStream_t stream) {
-  if (L.n == 0 || nlev == 0) return;
-  const int lanes = lanes_per_row(entries_per_row);
-  if (rhs.nr > 1)
-    launch_lanes<T, kRhsPerPass>(L, level_ptr, nlev, max_rows, lanes, y, rhs, stream);
-  else
-    launch_lanes<T, 1>(L, level_ptr, nlev, max_rows, lanes, y, rhs, stream);
+void level_pack_sizes(int nlev, const std::int32_t* level_ptr, const std::int32_t* ptr, LevelDesc* desc,
+                      std::int32_t* chunks, int* max_chunks, cudaStream_t stream) {
+  if (nlev == 0) return;
+  level_pack_sizes_kernel<T><<<blocks_for(nlev, kBlockThreads), kBlockThreads, 0, stream>>>(nlev, level_ptr, ptr, desc,
+                                                                                            chunks, max_chunks);
+  check_launch("level_pack_sizes_kernel");
 }
 
-template void solve_level_block<double>(const LowerPart<double>&, const std::int32_t*, int, int, double, double*,
-                                        const RhsPass<double>&, cudaStream_t);
-template void solve_level_block<float>(const LowerPart<float>&, const std::int32_t*, int, int, double, float*,
-                                       const RhsPass<float>&, cudaStream_t);
+template <typename T>
+void level_pack_fill(const LowerPart<T>& L, int nlev, const std::int32_t* offsets, LevelDesc* desc,
+                     unsigned char* data, cudaStream_t stream) {
+  if (nlev == 0) return;
+  level_pack_fill_kernel<T><<<nlev, kBlockThreads, 0, stream>>>(L, offsets, desc, data);
+  check_launch("level_pack_fill_kernel");
+}
+
+template <typename T>
+void solve_level_block(const LevelPack<T>& pack, const LowerPart<T>& L, const std::int32_t* level_ptr, T* y,
+                       const RhsPass<T>& rhs, cudaStream_t stream) {
+  if (pack.n == 0 || pack.nlev == 0) return;
+  const bool staged = rhs.nr > 1 ? launch_staged<T, kRhsPerPass>(pack, y, rhs, stream)
+                                 : launch_staged<T, 1>(pack, y, rhs, stream);
+  if (!staged)
+    solve_level_block_direct(L, level_ptr, pack.nlev, pack.max_rows, pack.entries_per_row, y, rhs, stream);
+}
+
+#define SPADE_LEVEL_BLOCK(T)                                                                                      \
+  template void level_pack_sizes<T>(int, const std::int32_t*, const std::int32_t*, LevelDesc*, std::int32_t*,     \
+                                    int*, cudaStream_t);                                                         \
+  template void level_pack_fill<T>(const LowerPart<T>&, int, const std::int32_t*, LevelDesc*, unsigned char*,    \
+                                   cudaStream_t);                                                                \
+  template void solve_level_block<T>(const LevelPack<T>&, const LowerPart<T>&, const std::int32_t*, T*,            \
+                                     const RhsPass<T>&, cudaStream_t);
+SPADE_LEVEL_BLOCK(double)
+SPADE_LEVEL_BLOCK(float)
+#undef SPADE_LEVEL_BLOCK
 
 }  // namespace spade::kernels::sptrsv

@@ -217,13 +217,48 @@ template <typename T>
 void solve_fused(const LowerPart<T>& L, const std::int32_t* items, int nitems, T* y_cur, T* y_next,
                  const RhsPass<T>& rhs, const Schedule& s, cudaStream_t stream);
 
-/// level_block (kernels/sptrsv_block.cu): one thread block walks the levels of the part renumbered in
-/// level order (L.perm given), a __syncthreads between levels. level_ptr: device, nlev + 1 entries (level l
-/// is rows [level_ptr[l], level_ptr[l + 1])); max_rows: the widest level (sets the block size);
-/// entries_per_row: the mean off-diagonal entries per row (sets the lanes per row); y: n * R scratch (R = 1
-/// or kRhsPerPass), no initial contents needed.
+/// One packed level of level_block (kernels/sptrsv_block.cu): rows [first_row, first_row + rows) of the
+/// part renumbered in level order, in one region of 16-byte chunks starting at chunk `chunk` of the pack,
+/// `bytes` long: the row pointers relative to the level's first entry (rows + 1 ints) at byte 0, the
+/// caller's unknown of each row (ints) at byte `caller`, the diagonal (T) at `diag`, the columns in level
+/// order (ints) at `ind` and the values (T) at `val`, each array padded to a multiple of 16 bytes.
+struct alignas(16) LevelDesc {
+  std::int32_t first_row, rows, chunk, bytes;
+  std::int32_t caller, diag, ind, val;
+};
+
+/// level_block's packed copy of the part, device memory: nlev descriptors and the regions they describe.
 template <typename T>
-void solve_level_block(const LowerPart<T>& L, const std::int32_t* level_ptr, int nlev, int max_rows,
-                       double entries_per_row, T* y, const RhsPass<T>& rhs, cudaStream_t stream);
+struct LevelPack {
+  index_t n;
+  int nlev;
+  const LevelDesc* desc;
+  const unsigned char* data;  ///< 16-byte aligned
+  int max_rows;               ///< the widest level (sets the block size)
+  int max_bytes;              ///< the largest level's region (sets the stage size)
+  double entries_per_row;     ///< mean off-diagonal entries per row (sets the lanes per row)
+};
+
+/// Sizes of the packed levels of the part with row pointers ptr and levels level_ptr (nlev + 1 entries):
+/// every field of desc[m] but chunk, chunks[m] = 16-byte chunks of level m, *max_chunks := max (a level
+/// of 2^31 bytes or more gives INT_MAX).
+template <typename T>
+void level_pack_sizes(int nlev, const std::int32_t* level_ptr, const std::int32_t* ptr, LevelDesc* desc,
+                      std::int32_t* chunks, int* max_chunks, cudaStream_t stream);
+/// Fills the packed levels from the part L (level order, L.perm given) at the chunk offsets (the exclusive
+/// scan of level_pack_sizes' chunks) and sets desc[m].chunk = offsets[m]; run again after the values change.
+template <typename T>
+void level_pack_fill(const LowerPart<T>& L, int nlev, const std::int32_t* offsets, LevelDesc* desc,
+                     unsigned char* data, cudaStream_t stream);
+
+/// level_block: one thread block walks the levels, a __syncthreads between levels. When every level of the
+/// pack fits a shared-memory stage, each level's packed data is copied into shared memory ahead of it
+/// (kernels/sptrsv_block.cu); otherwise the level-ordered part L (L.perm given; level l is rows
+/// [level_ptr[l], level_ptr[l + 1]), level_ptr on the device) is read into registers ahead of each level
+/// (kernels/sptrsv_block_direct.cu). y: n * R scratch (R = 1 or kRhsPerPass), no initial contents needed.
+/// x may alias b.
+template <typename T>
+void solve_level_block(const LevelPack<T>& pack, const LowerPart<T>& L, const std::int32_t* level_ptr, T* y,
+                       const RhsPass<T>& rhs, cudaStream_t stream);
 
 }  // namespace spade::kernels::sptrsv

@@ -83,6 +83,7 @@ struct Control {
   int max_level;
   int assigned;
   int max_count;
+  int max_level_chunks;  // level_block: the largest packed level, in 16-byte chunks
   int nitems;
   int tickets[2];
   kernels::DeviceStatus status;
@@ -123,12 +124,15 @@ constexpr int kAutoMaxLevelLaunches = 4;
 /// every 9-point grid, 4elt, bayer10, ex14 and bcsstk14; fused on the 5-point grids, NotreDame_www,
 /// mdual_lap, basker_matrix1 and bcsstk16).
 constexpr double kAutoLevelOrderNnzPerRow = 3.5;
-/// auto: level_block up to this many rows per level (n / levels), before fused_level and fused. One block
-/// costs about a memory round trip per level (0.9 us) whatever the width up to a few hundred rows, where
-/// the hand-offs between SMs cost 1.5-2.5 us; wider levels need more than one pass of the block (H100,
-/// version 11: faster at 253 and 410 rows per level, slower at 493 and beyond; at 342, lap2d9 1024^2,
-/// fused_level is faster, 3.86 against 4.87 ms).
+/// auto: level_block up to this many rows per level (n / levels), before fused_level and fused; from
+/// kAutoLevelOrderNnzPerRow entries per row on, up to kAutoLevelBlockRowsDense. One block costs 0.6-0.9 us
+/// per level whatever the width up to a few hundred rows, where the hand-offs between SMs cost 1.5-2.5 us;
+/// wider levels need more than one pass of the block. H100, version 12: level_block faster up to 410 rows
+/// per level on the 5-point grids (3.70 against fused's 4.32 ms) and up to 253 with more entries per row
+/// (lap3d27 32 x 32 x 2048: 15.8 against fused_level's 21.0 ms), slower at 342 (lap2d9 1024^2, 4.88
+/// against 3.86 ms).
 constexpr double kAutoLevelBlockRowsPerLevel = 450;
+constexpr double kAutoLevelBlockRowsDense = 300;
 
 const char* inspect_message(int code) {
   switch (code) {
@@ -149,6 +153,7 @@ struct SptrsvPlan<T>::Impl {
   bool reversed = false, unit = false;
   std::int32_t input_nnz = 0, m = 0;  // entries given, off-diagonal entries kept
   Slab common, scratch8, level_order;  // level_order: fused_level's renumbered part
+  Slab pack_index, pack_data;         // level_block: the packed levels (descriptors and offsets, regions)
   Control* control = nullptr;
   // the internal lower part in the format the algorithm runs on
   std::int32_t* ptr = nullptr;
@@ -171,6 +176,10 @@ struct SptrsvPlan<T>::Impl {
   T* left_sum[2] = {nullptr, nullptr};  // R = 1, R = kRhsPerPass
   T* y[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};  // fused: two sentinel buffers; level_block: one
   int parity[2] = {0, 0};
+  ks::LevelPack<T> pack{};
+  ks::LevelDesc* pack_desc = nullptr;
+  std::int32_t* pack_offsets = nullptr;
+  unsigned char* pack_bytes = nullptr;
   int epoch = 0;
   long long spin_limit = 0;  // set_spin_limit; rewritten with every reset of the control words
 
@@ -193,6 +202,7 @@ struct SptrsvPlan<T>::Impl {
 
   void analyse(const DeviceTriangle<T>& a, const SptrsvOptions& options, cudaStream_t stream);
   void build_level_sets(int* level, cudaStream_t stream);
+  void build_level_pack(std::int32_t* work, void* temp, std::size_t temp_bytes, cudaStream_t stream);
   void reset_scratch(cudaStream_t stream);
   void allocate_multi_rhs(cudaStream_t stream);
 };
@@ -350,9 +360,11 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
       c = read_control(stream);
       const double rows_per_level = double(n) / std::max(c.max_level, 1);
       const double entries_per_row = 1.0 + double(m) / n;
-      algorithm = rows_per_level <= kAutoLevelBlockRowsPerLevel    ? SptrsvAlgorithm::level_block
-                  : entries_per_row >= kAutoLevelOrderNnzPerRow ? SptrsvAlgorithm::fused_level
-                                                                 : SptrsvAlgorithm::fused;
+      const bool dense = entries_per_row >= kAutoLevelOrderNnzPerRow;
+      algorithm = rows_per_level <= (dense ? kAutoLevelBlockRowsDense : kAutoLevelBlockRowsPerLevel)
+                      ? SptrsvAlgorithm::level_block
+                  : dense ? SptrsvAlgorithm::fused_level
+                          : SptrsvAlgorithm::fused;
     }
   }
   if (needs_levels(algorithm)) {
@@ -443,6 +455,39 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     for (int l = 0; l < stats.levels; ++l)
       stats.max_rows_per_level = std::max(stats.max_rows_per_level, level_ptr_host[l + 1] - level_ptr_host[l]);
   }
+  if (algorithm == SptrsvAlgorithm::level_block) build_level_pack(work, temp, temp_bytes, stream);
+}
+
+template <typename T>
+void SptrsvPlan<T>::Impl::build_level_pack(std::int32_t* work, void* temp, std::size_t temp_bytes,
+                                           cudaStream_t stream) {
+  // Each level of the level-ordered part in one region of 16-byte chunks: the sizes, their scan (the
+  // offsets), then the regions, in an allocation of the total.
+  const int nlev = stats.levels;
+  Slab index;
+  const auto o_desc = index.add<ks::LevelDesc>(nlev), o_offsets = index.add<std::int32_t>(std::size_t(nlev) + 1);
+  pack_index = std::move(index);
+  pack_index.allocate();
+  pack_desc = pack_index.at<ks::LevelDesc>(o_desc);
+  pack_offsets = pack_index.at<std::int32_t>(o_offsets);
+  ks::level_pack_sizes<T>(nlev, level_ptr, ptr, pack_desc, work, &control->max_level_chunks, stream);
+  ks::exclusive_scan(nlev, work, pack_offsets, temp, temp_bytes, stream);
+  std::int32_t chunks = 0;
+  SPADE_CUDA_CHECK(cudaMemcpyAsync(&chunks, pack_offsets + nlev, sizeof(chunks), cudaMemcpyDeviceToHost, stream));
+  const Control c = read_control(stream);
+  if (c.max_level_chunks == INT_MAX || chunks < 0)
+    throw InvalidInput("sparse triangular solve (level_block): the packed levels are too large (a level of 2 GiB "
+                       "or more, or 32 GiB in all); choose another algorithm");
+  Slab data;
+  const auto o_data = data.add<unsigned char>(std::size_t(chunks) * 16);
+  pack_data = std::move(data);
+  pack_data.allocate();
+  pack_bytes = pack_data.at<unsigned char>(o_data);
+  // The padding is copied into shared memory with the data, never read: zero it once.
+  SPADE_CUDA_CHECK(cudaMemsetAsync(pack_bytes, 0, std::size_t(chunks) * 16, stream));
+  ks::level_pack_fill(lower(), nlev, pack_offsets, pack_desc, pack_bytes, stream);
+  pack = {stats.n, nlev, pack_desc, pack_bytes, stats.max_rows_per_level, c.max_level_chunks * 16,
+          stats.nnz_per_row};
 }
 
 template <typename T>
@@ -555,8 +600,7 @@ void SptrsvPlan<T>::solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, 
         break;
       }
       case SptrsvAlgorithm::level_block:
-        ks::solve_level_block(L, p.level_ptr, nlev, p.stats.max_rows_per_level, p.stats.nnz_per_row, p.y[w][0],
-                              rhs, stream);
+        ks::solve_level_block(p.pack, L, p.level_ptr, p.y[w][0], rhs, stream);
         break;
       case SptrsvAlgorithm::automatic: break;
     }
@@ -601,6 +645,8 @@ void SptrsvPlan<T>::update_values(const T* values, cudaStream_t stream) {
   SPADE_CUDA_CHECK(cudaMemcpyAsync(&p.control->zero_row, &no_zero, sizeof(int), cudaMemcpyHostToDevice, stream));
   ks::gather_values(p.stats.n, p.m, values, p.src, p.diag_src, p.unit, p.reversed, p.perm, p.val, p.diag,
                     &p.control->zero_row, stream);
+  if (p.algorithm == SptrsvAlgorithm::level_block)
+    ks::level_pack_fill(p.lower(), p.stats.levels, p.pack_offsets, p.pack_desc, p.pack_bytes, stream);
   p.throw_if_singular(p.read_control(stream).zero_row);
 }
 

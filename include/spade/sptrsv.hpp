@@ -56,8 +56,9 @@ enum class DiagonalKind { non_unit, unit };
 enum class SptrsvAlgorithm {
   automatic,  ///< "auto": levr when the triangle has at most 4 levels (counted by up to 4 rounds of Kahn's
               ///< sort); else, after the whole level analysis, level_block for at most 450 rows per level
-              ///< (n / levels), else fused_level from 3.5 entries per row (diagonal included), else fused;
-              ///< the fused kernels choose thread- or warp-level work per chunk from the nonzeros per row
+              ///< (n / levels; 300 from 3.5 entries per row, diagonal included), else fused_level from 3.5
+              ///< entries per row, else fused; the fused kernels choose thread- or warp-level work per
+              ///< chunk from the nonzeros per row
   levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017)
   levc,       ///< "levc": level sets, one launch per level, a warp per column on CSC with atomic updates (Li 2017)
   slfr,       ///< "slfr": self-scheduling, a warp per row in level order, waits on ready flags (Li 2017)
@@ -73,7 +74,10 @@ enum class SptrsvAlgorithm {
   level_block,  ///< "level_block": one thread block solves the level sets (Li 2017) of the rows renumbered
                 ///< in level order, a barrier inside the block between levels instead of a launch (Hogg
                 ///< 2013's in-kernel synchronization); for narrow levels, where every hand-off between SMs
-                ///< costs more than a level's work; holds a second copy of the triangle as fused_level does
+                ///< costs more than a level's work. Levels of at most 300 rows on average that fit in
+                ///< shared memory are copied there ahead of their turn (cp.async, a multistage pipeline);
+                ///< wider ones are read into registers ahead. Holds a second copy of the triangle as
+                ///< fused_level does, and a third, packed by level, for the copies
 };
 
 /// "auto", "levr", "levc", "slfr", "slfc", "syncfree", "thread", "fused", "fused_level", "level_block".
