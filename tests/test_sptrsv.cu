@@ -13,9 +13,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -30,10 +32,21 @@
 namespace spade {
 namespace {
 
-const std::vector<SptrsvAlgorithm> kAlgorithms = {
-    SptrsvAlgorithm::automatic, SptrsvAlgorithm::levr,     SptrsvAlgorithm::levc,   SptrsvAlgorithm::slfr,
-    SptrsvAlgorithm::slfc,      SptrsvAlgorithm::syncfree, SptrsvAlgorithm::thread, SptrsvAlgorithm::fused,
-    SptrsvAlgorithm::fused_level, SptrsvAlgorithm::level_block};
+/// Every algorithm, or the ones named in SPADE_SPTRSV_ALGORITHMS (comma-separated, as to_string writes
+/// them), so that a slow sanitizer run can take one family at a time.
+std::vector<SptrsvAlgorithm> tested_algorithms() {
+  const char* names = std::getenv("SPADE_SPTRSV_ALGORITHMS");
+  if (names == nullptr || *names == '\0')
+    return {SptrsvAlgorithm::automatic, SptrsvAlgorithm::levr,     SptrsvAlgorithm::levc,
+            SptrsvAlgorithm::slfr,      SptrsvAlgorithm::slfc,     SptrsvAlgorithm::syncfree,
+            SptrsvAlgorithm::thread,    SptrsvAlgorithm::fused,    SptrsvAlgorithm::fused_level,
+            SptrsvAlgorithm::level_block};
+  std::vector<SptrsvAlgorithm> chosen;
+  std::stringstream list(names);
+  for (std::string name; std::getline(list, name, ',');) chosen.push_back(sptrsv_algorithm_from_string(name));
+  return chosen;
+}
+const std::vector<SptrsvAlgorithm> kAlgorithms = tested_algorithms();
 
 template <typename U>
 class DeviceVector {
