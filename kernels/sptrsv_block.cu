@@ -107,20 +107,6 @@ struct Layout {
   int stages, rhs, ring, rhs_slot_bytes, total;
 };
 
-/// sum[r] += the entries k = begin, begin + V, ... < end of a level times right-hand side r of their
-/// columns (for a reader in a level ending at row level_end).
-template <typename T, int R, int V>
-__device__ inline void add_entries(const LevelView<T>& v, const Ring<T, R>& ring, int nr, int begin, int end,
-                                   index_t level_end, T (&sum)[R]) {
-  for (int k = begin; k < end; k += V) {
-    const index_t j = v.ind[k];
-    const T a = v.val[k];
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-      if (r < nr) sum[r] += a * ring.get(j, r, level_end);
-  }
-}
-
 /// A group's row of a level, read before the level: the row (-1: none), its entries [kb, ke) in the
 /// level, the caller's index, this lane's first kLevelBlockEntries entries, b and the diagonal.
 template <typename T, int R>
@@ -201,8 +187,10 @@ __global__ void __launch_bounds__(level_block_max_threads(R))
                 if (r < rhs.nr) sum[r] += next.val[k] * ring.get(next.ind[k], r, q1);
             }
           }
-          if (next.kb + lane + K * V < next.ke)
-            add_entries<T, R, V>(view(l, dl), ring, rhs.nr, next.kb + lane + K * V, next.ke, q1, sum);
+          if (next.kb + lane + K * V < next.ke) {
+            const LevelView<T> v = view(l, dl);
+            add_entries<T, R, V>(v.ind, v.val, ring, rhs.nr, next.kb + lane + K * V, next.ke, q1, sum);
+          }
         }
 #pragma unroll
         for (int r = 0; r < R; ++r) sum[r] = group_sum<V>(sum[r]);
@@ -216,7 +204,7 @@ __global__ void __launch_bounds__(level_block_max_threads(R))
           const int i = base + g;
           const bool in = i < dl.rows;
           T sum[R] = {};
-          if (in) add_entries<T, R, V>(v, ring, rhs.nr, v.ptr[i] + lane, v.ptr[i + 1], q1, sum);
+          if (in) add_entries<T, R, V>(v.ind, v.val, ring, rhs.nr, v.ptr[i] + lane, v.ptr[i + 1], q1, sum);
 #pragma unroll
           for (int r = 0; r < R; ++r) sum[r] = group_sum<V>(sum[r]);
           if (in && lane == 0) {

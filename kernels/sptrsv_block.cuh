@@ -51,6 +51,20 @@ __device__ inline void finish_row(const Ring<T, R>& ring, T* y, bool write_y, co
   }
 }
 
+/// sum[r] += the entries k = begin, begin + V, ... < end (columns ind[k], values val[k]) times right-hand
+/// side r of their columns, for a reader in a level ending at row level_end.
+template <typename T, int R, int V>
+__device__ inline void add_entries(const index_t* ind, const T* val, const Ring<T, R>& ring, int nr, index_t begin,
+                                   index_t end, index_t level_end, T (&sum)[R]) {
+  for (index_t k = begin; k < end; k += V) {
+    const index_t j = ind[k];
+    const T a = val[k];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      if (r < nr) sum[r] += a * ring.get(j, r, level_end);
+  }
+}
+
 /// Lanes per row for a mean of `entries_per_row` off-diagonal entries: a power of two <= 32, enough for
 /// kLevelBlockEntries entries per lane.
 inline int lanes_per_row(double entries_per_row) {

@@ -19,20 +19,6 @@ namespace {
 /// Bytes of the shared-memory ring (all of it when the solution fits).
 constexpr int kRingBytes = 128 * 1024;
 
-/// sum[r] += the entries k = begin, begin + V, ... < end times right-hand side r of their columns, read when
-/// needed (for a reader in a level ending at row level_end).
-template <typename T, int R, int V>
-__device__ inline void add_entries(const LowerPart<T>& L, const Ring<T, R>& ring, int nr, index_t begin,
-                                   index_t end, index_t level_end, T (&sum)[R]) {
-  for (index_t k = begin; k < end; k += V) {
-    const index_t j = L.ind[k];
-    const T a = L.val[k];
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-      if (r < nr) sum[r] += a * ring.get(j, r, level_end);
-  }
-}
-
 /// Stage B of row p (-1: none) with entries [kb, ke) and caller's index ui: this lane's first
 /// kLevelBlockEntries entries, b and the diagonal, loaded without being used.
 template <typename T, int R, int V>
@@ -101,7 +87,7 @@ __global__ void __launch_bounds__(level_block_max_threads(R))
               if (r < rhs.nr) sum[r] += val_b[t] * ring.get(ind_b[t], r, q1);
           }
         }
-        add_entries<T, R, V>(L, ring, rhs.nr, kbb + lane + K * V, keb, q1, sum);
+        add_entries<T, R, V>(L.ind, L.val, ring, rhs.nr, kbb + lane + K * V, keb, q1, sum);
       }
 #pragma unroll
       for (int r = 0; r < R; ++r) sum[r] = group_sum<V>(sum[r]);
@@ -111,7 +97,7 @@ __global__ void __launch_bounds__(level_block_max_threads(R))
     for (index_t base = q0 + G; base < q1; base += G) {
       const index_t p = base + g;
       T sum[R] = {};
-      if (p < q1) add_entries<T, R, V>(L, ring, rhs.nr, L.ptr[p] + lane, L.ptr[p + 1], q1, sum);
+      if (p < q1) add_entries<T, R, V>(L.ind, L.val, ring, rhs.nr, L.ptr[p] + lane, L.ptr[p + 1], q1, sum);
 #pragma unroll
       for (int r = 0; r < R; ++r) sum[r] = group_sum<V>(sum[r]);
       if (p < q1 && lane == 0) {
