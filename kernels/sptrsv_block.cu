@@ -65,13 +65,13 @@ template <typename T>
 struct LevelView {
   const std::int32_t* ptr;
   const index_t* caller;
-  const T* diag;
+  const T* inv_diag;
   const index_t* ind;
   const T* val;
   __device__ LevelView(const unsigned char* base, const LevelDesc& d)
       : ptr(reinterpret_cast<const std::int32_t*>(base)),
         caller(reinterpret_cast<const index_t*>(base + d.caller)),
-        diag(reinterpret_cast<const T*>(base + d.diag)),
+        inv_diag(reinterpret_cast<const T*>(base + d.inv_diag)),
         ind(reinterpret_cast<const index_t*>(base + d.ind)),
         val(reinterpret_cast<const T*>(base + d.val)) {}
 };
@@ -108,28 +108,29 @@ struct Layout {
 };
 
 /// A group's row of a level, read before the level: the row (-1: none), its entries [kb, ke) in the
-/// level, the caller's index, this lane's first kLevelBlockEntries entries, b and the diagonal.
-template <typename T, int R>
+/// level, the caller's index, this lane's first kLevelBlockEntries entries, b of the lane's right-hand
+/// side and the inverse of the diagonal.
+template <typename T>
 struct RowRegs {
   index_t p = -1, ui = 0;
   int kb = 0, ke = 0;
   index_t ind[kLevelBlockEntries] = {};
   T val[kLevelBlockEntries] = {};
-  T b[R] = {};
-  T d = T(1);
+  T b[1] = {};
+  T inv_d = T(1);
 };
 
-/// Row i of a level starting at row q0 into registers; b from the level's b slot when it holds the row
-/// (bslot != nullptr and i < rhs_rows), else from the caller's b.
+/// Row i of a level starting at row q0 into registers, with b of right-hand side r: from the level's b
+/// slot (R per row) when it holds the row (i < rhs_rows), else from the caller's b.
 template <typename T, int R, int V>
-__device__ inline RowRegs<T, R> read_row(const LevelView<T>& v, const T* bslot, int rhs_rows, const RhsPass<T>& rhs,
-                                         int lane, index_t q0, int i) {
-  RowRegs<T, R> row;
+__device__ inline RowRegs<T> read_row(const LevelView<T>& v, const T* bslot, int rhs_rows, const RhsPass<T>& rhs,
+                                      int lane, int r, index_t q0, int i) {
+  RowRegs<T> row;
   row.p = q0 + i;
   row.kb = v.ptr[i];
   row.ke = v.ptr[i + 1];
   row.ui = v.caller[i];
-  row.d = v.diag[i];
+  row.inv_d = v.inv_diag[i];
 #pragma unroll
   for (int t = 0; t < kLevelBlockEntries; ++t) {
     const int k = row.kb + lane + t * V;
@@ -138,15 +139,12 @@ __device__ inline RowRegs<T, R> read_row(const LevelView<T>& v, const T* bslot, 
       row.val[t] = v.val[k];
     }
   }
-  const bool slot = bslot != nullptr && i < rhs_rows;
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-    if (r < rhs.nr) row.b[r] = slot ? bslot[i * R + r] : rhs.b[row.ui + std::int64_t(r) * rhs.ldb];
+  if (r < rhs.nr) row.b[0] = i < rhs_rows ? bslot[i * R + r] : rhs.b[row.ui + std::int64_t(r) * rhs.ldb];
   return row;
 }
 
 template <typename T, int R, int V>
-__global__ void __launch_bounds__(level_block_max_threads(R))
+__global__ void __launch_bounds__(level_block_max_threads(1))
     level_block_kernel(LevelPack<T> pack, T* y, RhsPass<T> rhs, Layout lay) {
   constexpr int K = kLevelBlockEntries;
   extern __shared__ __align__(16) unsigned char level_block_shared[];
@@ -160,61 +158,49 @@ __global__ void __launch_bounds__(level_block_max_threads(R))
   const int solvers = lay.solver_threads, t = threadIdx.x;
   const bool copier = t >= solvers;
   const int ct = t - solvers, nct = blockDim.x - solvers;
-  const int G = solvers / V;  // rows per pass
-  const int g = t / V, lane = t % V;
-  auto staged = [&](const LevelDesc& d) { return d.bytes <= lay.stage_bytes; };
+  // A row's V * R lanes: lane t % R takes right-hand side t % R, lane t / R % V of its entries.
+  const int G = solvers / (V * R);  // rows per pass
+  const int g = t / (V * R), lane = t / R % V, r0 = t % R;
+  // Every level fits a stage (launch_staged): level m (descriptor d) is read from its stage.
   auto stage = [&](int m) { return shared + lay.stages + (m % kStages) * lay.stage_bytes; };
   auto rhs_slot = [&](int m) { return reinterpret_cast<T*>(shared + lay.rhs + (m % kRhsSlots) * lay.rhs_slot_bytes); };
-  // Level m (descriptor d) where it is read from: its stage, or its region in device memory.
-  auto view = [&](int m, const LevelDesc& d) {
-    return LevelView<T>(staged(d) ? stage(m) : pack.data + std::int64_t(d.chunk) * 16, d);
-  };
+  auto view = [&](int m, const LevelDesc& d) { return LevelView<T>(stage(m), d); };
 
-  RowRegs<T, R> next;  // the group's row of the level about to be solved
+  RowRegs<T> next;                    // the group's row of the level about to be solved
+  index_t next_first = 0, next_rows = 0;  // and that level's rows
   for (int l = -kPrologue; l < nlev; ++l) {
     if (!copier && l >= 0) {
       // Level l: rows [q0, q1), the first pass from registers.
-      const LevelDesc dl = desc_ring[l % kDescSlots];
-      const index_t q0 = dl.first_row, q1 = q0 + dl.rows;
+      const index_t q0 = next_first, q1 = q0 + next_rows;
       {
-        T sum[R] = {};
-        if (next.p >= 0) {
+        T sum[1] = {};
+        if (next.p >= 0 && r0 < rhs.nr) {
 #pragma unroll
-          for (int k = 0; k < K; ++k) {
-            if (next.kb + lane + k * V < next.ke) {
-#pragma unroll
-              for (int r = 0; r < R; ++r)
-                if (r < rhs.nr) sum[r] += next.val[k] * ring.get(next.ind[k], r, q1);
-            }
-          }
+          for (int k = 0; k < K; ++k)
+            if (next.kb + lane + k * V < next.ke) sum[0] += next.val[k] * ring.get(next.ind[k], r0, q1);
           if (next.kb + lane + K * V < next.ke) {
-            const LevelView<T> v = view(l, dl);
-            add_entries<T, R, V>(v.ind, v.val, ring, rhs.nr, next.kb + lane + K * V, next.ke, q1, sum);
+            const LevelView<T> v = view(l, desc_ring[l % kDescSlots]);
+            add_entries<T, R, V, 1>(v.ind, v.val, ring, rhs.nr, r0, next.kb + lane + K * V, next.ke, q1, sum);
           }
         }
-#pragma unroll
-        for (int r = 0; r < R; ++r) sum[r] = group_sum<V>(sum[r]);
-        if (next.p >= 0 && lane == 0) finish_row(ring, y, write_y, rhs, next.p, next.ui, next.b, sum, next.d);
+        sum[0] = group_sum<V, R>(sum[0]);
+        if (next.p >= 0 && lane == 0)
+          finish_row(ring, y, write_y, rhs, next.p, next.ui, r0, next.b, sum, next.inv_d);
       }
       // Further passes over a level wider than G rows.
-      if (dl.rows > G) {
-        const LevelView<T> v = view(l, dl);
-        const T* bslot = staged(dl) ? rhs_slot(l) : nullptr;
-        for (int base = G; base < dl.rows; base += G) {
+      if (next_rows > G) {
+        const LevelView<T> v = view(l, desc_ring[l % kDescSlots]);
+        const T* bslot = rhs_slot(l);
+        for (int base = G; base < next_rows; base += G) {
           const int i = base + g;
-          const bool in = i < dl.rows;
-          T sum[R] = {};
-          if (in) add_entries<T, R, V>(v.ind, v.val, ring, rhs.nr, v.ptr[i] + lane, v.ptr[i + 1], q1, sum);
-#pragma unroll
-          for (int r = 0; r < R; ++r) sum[r] = group_sum<V>(sum[r]);
-          if (in && lane == 0) {
+          const bool in = i < next_rows;
+          T sum[1] = {};
+          if (in) add_entries<T, R, V, 1>(v.ind, v.val, ring, rhs.nr, r0, v.ptr[i] + lane, v.ptr[i + 1], q1, sum);
+          sum[0] = group_sum<V, R>(sum[0]);
+          if (in && lane == 0 && r0 < rhs.nr) {
             const index_t ui = v.caller[i];
-            const bool slot = bslot != nullptr && i < lay.rhs_rows;
-            T b[R];
-#pragma unroll
-            for (int r = 0; r < R; ++r)
-              b[r] = r >= rhs.nr ? T(0) : slot ? bslot[i * R + r] : rhs.b[ui + std::int64_t(r) * rhs.ldb];
-            finish_row(ring, y, write_y, rhs, q0 + i, ui, b, sum, v.diag[i]);
+            const T b[1] = {i < lay.rhs_rows ? bslot[i * R + r0] : rhs.b[ui + std::int64_t(r0) * rhs.ldb]};
+            finish_row(ring, y, write_y, rhs, q0 + i, ui, r0, b, sum, v.inv_diag[i]);
           }
         }
       }
@@ -229,23 +215,20 @@ __global__ void __launch_bounds__(level_block_max_threads(R))
       const int m1 = l + 2 * kLead + 1;  // the packed region of level m1, into its stage
       if (m1 >= 0 && m1 < nlev) {
         const LevelDesc& d = desc_ring[m1 % kDescSlots];
-        if (staged(d)) {
-          unsigned char* dst = stage(m1);
-          const unsigned char* src = pack.data + std::int64_t(d.chunk) * 16;
-          for (int c = ct * 16; c < d.bytes; c += nct * 16) copy_async_16(dst + c, src + c);
-        }
+        unsigned char* dst = stage(m1);
+        const unsigned char* src = pack.data + std::int64_t(d.chunk) * 16;
+        for (int c = ct * 16; c < d.bytes; c += nct * 16) copy_async_16(dst + c, src + c);
       }
       const int m2 = l + kLead + 1;  // b of level m2, gathered through the staged caller's rows
       if (m2 >= 0 && m2 < nlev) {
         const LevelDesc& d = desc_ring[m2 % kDescSlots];
-        if (staged(d)) {
-          const index_t* caller = reinterpret_cast<const index_t*>(stage(m2) + d.caller);
-          T* bslot = rhs_slot(m2);
-          const int count = min(d.rows, lay.rhs_rows) * rhs.nr;
-          for (int i = ct; i < count; i += nct) {
-            const int row = R == 1 ? i : i / rhs.nr, r = R == 1 ? 0 : i % rhs.nr;
-            copy_async_element(bslot + row * R + r, rhs.b + caller[row] + std::int64_t(r) * rhs.ldb);
-          }
+        const index_t* caller = reinterpret_cast<const index_t*>(stage(m2) + d.caller);
+        T* bslot = rhs_slot(m2);
+        for (int row = ct; row < min(d.rows, lay.rhs_rows); row += nct) {
+          const T* b = rhs.b + caller[row];
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+            if (r < rhs.nr) copy_async_element(bslot + row * R + r, b + std::int64_t(r) * rhs.ldb);
         }
       }
       commit_copies();
@@ -253,9 +236,10 @@ __global__ void __launch_bounds__(level_block_max_threads(R))
     } else if (l + 1 >= 0 && l + 1 < nlev) {
       // The group's row of level l + 1 into registers (its stage and b were complete at the last barrier).
       const LevelDesc d = desc_ring[(l + 1) % kDescSlots];
-      next = g < d.rows ? read_row<T, R, V>(view(l + 1, d), staged(d) ? rhs_slot(l + 1) : nullptr, lay.rhs_rows,
-                                            rhs, lane, d.first_row, g)
-                        : RowRegs<T, R>{};
+      next = g < d.rows ? read_row<T, R, V>(view(l + 1, d), rhs_slot(l + 1), lay.rhs_rows, rhs, lane, r0, d.first_row, g)
+                        : RowRegs<T>{};
+      next_first = d.first_row;
+      next_rows = d.rows;
     }
     __syncthreads();
   }
@@ -291,14 +275,15 @@ Layout plan_layout(index_t n, int max_rows, long long max_bytes, int budget) {
 
 template <typename T, int R, int V>
 void launch(const LevelPack<T>& pack, Layout lay, int budget, T* y, const RhsPass<T>& rhs, cudaStream_t stream) {
-  // A copying warp per 4 KiB of a stage (8 chunks per lane), up to 4. V lanes per row of a level twice the
-  // mean width (no wider than the widest): every warp runs every level, so idle ones cost time, and the
-  // few wider levels take further passes over their stage.
-  const int copiers = kWarpSize * std::min(4, (lay.stage_bytes + 4095) / 4096);
+  // A copying warp per 256 copies of a level (16-byte chunks of its stage and values of b), up to 4.
+  // V * R lanes per row of a level twice the mean width (no wider than the widest): every warp runs every
+  // level, so idle ones cost time, and the few wider levels take further passes over their stage.
+  const long long copies = lay.stage_bytes / 16 + static_cast<long long>(lay.rhs_rows) * R;
+  const int copiers = kWarpSize * static_cast<int>(std::min<long long>(4, (copies + 255) / 256));
   const long long rows = std::min<long long>(pack.max_rows, 2 * ((pack.n + pack.nlev - 1) / pack.nlev));
-  const long long wanted = static_cast<long long>(V) * std::max(rows, 1LL);
-  lay.solver_threads = static_cast<int>(
-      std::min<long long>((wanted + kWarpSize - 1) / kWarpSize * kWarpSize, level_block_max_threads(R) - copiers));
+  const long long wanted = static_cast<long long>(V) * R * std::max(rows, 1LL);
+  lay.solver_threads = static_cast<int>(std::min<long long>((wanted + kWarpSize - 1) / kWarpSize * kWarpSize,
+                                                            level_block_max_threads(1) - copiers));
   const int threads = lay.solver_threads + copiers;
   static const cudaError_t attribute = cudaFuncSetAttribute(
       level_block_kernel<T, R, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, budget);
@@ -308,20 +293,26 @@ void launch(const LevelPack<T>& pack, Layout lay, int budget, T* y, const RhsPas
 }
 
 /// The staged kernel when the levels are narrow (at most kStagedRowsPerLevel rows on average) and every
-/// one fits a stage (true), else nothing (false).
+/// one fits a stage (true), else nothing (false). V = lanes_per_row lanes take a row's entries, at most
+/// 32 / R.
 template <typename T, int R>
 bool launch_staged(const LevelPack<T>& pack, T* y, const RhsPass<T>& rhs, cudaStream_t stream) {
   static const int budget = shared_budget();
   const Layout lay = plan_layout<T, R>(pack.n, pack.max_rows, pack.max_bytes, budget);
   if (lay.stage_bytes < pack.max_bytes || pack.n > static_cast<long long>(kStagedRowsPerLevel) * pack.nlev)
     return false;
-  switch (lanes_per_row(pack.entries_per_row)) {
+  switch (std::min(lanes_per_row(pack.entries_per_row), kWarpSize / R)) {
     case 1: launch<T, R, 1>(pack, lay, budget, y, rhs, stream); break;
     case 2: launch<T, R, 2>(pack, lay, budget, y, rhs, stream); break;
     case 4: launch<T, R, 4>(pack, lay, budget, y, rhs, stream); break;
-    case 8: launch<T, R, 8>(pack, lay, budget, y, rhs, stream); break;
-    case 16: launch<T, R, 16>(pack, lay, budget, y, rhs, stream); break;
-    default: launch<T, R, 32>(pack, lay, budget, y, rhs, stream); break;
+    default:
+      if constexpr (R == 1) {
+        switch (lanes_per_row(pack.entries_per_row)) {
+          case 8: launch<T, R, 8>(pack, lay, budget, y, rhs, stream); break;
+          case 16: launch<T, R, 16>(pack, lay, budget, y, rhs, stream); break;
+          default: launch<T, R, 32>(pack, lay, budget, y, rhs, stream); break;
+        }
+      }
   }
   return true;
 }
@@ -337,13 +328,13 @@ __global__ void level_pack_sizes_kernel(int nlev, const std::int32_t* level_ptr,
   d.first_row = static_cast<std::int32_t>(first);
   d.rows = static_cast<std::int32_t>(rows);
   d.chunk = 0;
-  const long long caller = round16(4 * (rows + 1)), diag = caller + round16(4 * rows);
-  const long long ind = diag + round16(static_cast<long long>(sizeof(T)) * rows);
+  const long long caller = round16(4 * (rows + 1)), inv_diag = caller + round16(4 * rows);
+  const long long ind = inv_diag + round16(static_cast<long long>(sizeof(T)) * rows);
   const long long val = ind + round16(static_cast<long long>(sizeof(index_t)) * entries);
   const long long bytes = val + round16(static_cast<long long>(sizeof(T)) * entries);
   const bool fits = bytes <= INT_MAX;
   d.caller = static_cast<std::int32_t>(caller);
-  d.diag = static_cast<std::int32_t>(diag);
+  d.inv_diag = static_cast<std::int32_t>(inv_diag);
   d.ind = fits ? static_cast<std::int32_t>(ind) : 0;
   d.val = fits ? static_cast<std::int32_t>(val) : 0;
   d.bytes = fits ? static_cast<std::int32_t>(bytes) : INT_MAX;
@@ -365,14 +356,14 @@ __global__ void level_pack_fill_kernel(LowerPart<T> L, const std::int32_t* offse
   const std::int32_t first = d.first_row, e0 = L.ptr[first], entries = L.ptr[first + d.rows] - e0;
   auto* ptr = reinterpret_cast<std::int32_t*>(base);
   auto* caller = reinterpret_cast<index_t*>(base + d.caller);
-  auto* diag = reinterpret_cast<T*>(base + d.diag);
+  auto* inv_diag = reinterpret_cast<T*>(base + d.inv_diag);
   auto* ind = reinterpret_cast<index_t*>(base + d.ind);
   auto* val = reinterpret_cast<T*>(base + d.val);
   for (int i = threadIdx.x; i <= d.rows; i += blockDim.x) {
     ptr[i] = L.ptr[first + i] - e0;
     if (i < d.rows) {
       caller[i] = caller_index(L.perm[first + i], L.n, L.reversed);
-      diag[i] = L.diag[first + i];
+      inv_diag[i] = T(1) / L.diag[first + i];
     }
   }
   for (int k = threadIdx.x; k < entries; k += blockDim.x) {

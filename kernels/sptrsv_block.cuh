@@ -9,8 +9,9 @@ namespace spade::kernels::sptrsv {
 /// Entries per lane of a row read into registers before the row's level; the rest come when it is solved.
 constexpr int kLevelBlockEntries = 4;
 
-/// The threads of the block: at most 1024 with one right-hand side, 512 with kRhsPerPass (registers).
-constexpr int level_block_max_threads(int R) { return R == 1 ? 1024 : 512; }
+/// The threads of the block: at most 1024 when a lane holds one right-hand side, 512 when it holds
+/// kRhsPerPass (registers).
+constexpr int level_block_max_threads(int rhs_per_lane) { return rhs_per_lane == 1 ? 1024 : 512; }
 
 /// The solution values of the rows solved so far: a ring in shared memory indexed by the row in level
 /// order, and all of them in y (device memory) once rows can leave the ring.
@@ -27,23 +28,25 @@ struct Ring {
   }
 };
 
-/// Reduces over the V adjacent lanes of a group (every lane of the warp must call it).
-template <int V, typename T>
+/// Reduces over the V lanes of a group that are S lanes apart (every lane of the warp must call it).
+template <int V, int S = 1, typename T>
 __device__ inline T group_sum(T v) {
 #pragma unroll
-  for (int offset = V / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
+  for (int offset = V / 2 * S; offset >= S; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
   return v;
 }
 
-/// Row p's solution from b, the sum of its entries and its diagonal, written to the ring, y (when rows
-/// leave the ring) and x.
-template <typename T, int R>
+/// Row p's solution for right-hand sides r0 .. r0 + RL - 1 (those below rhs.nr) from b, the sum of its
+/// entries and the inverse of its diagonal (a multiplication on the critical path instead of a division),
+/// written to the ring, y (when rows leave the ring) and x.
+template <typename T, int R, int RL>
 __device__ inline void finish_row(const Ring<T, R>& ring, T* y, bool write_y, const RhsPass<T>& rhs, index_t p,
-                                  index_t ui, const T (&b)[R], const T (&sum)[R], T d) {
+                                  index_t ui, int r0, const T (&b)[RL], const T (&sum)[RL], T inv_d) {
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
+  for (int j = 0; j < RL; ++j) {
+    const int r = r0 + j;
     if (r < rhs.nr) {
-      const T v = (b[r] - sum[r]) / d;
+      const T v = (b[j] - sum[j]) * inv_d;
       ring.values[(p & ring.mask) * R + r] = v;
       if (write_y) y[std::int64_t(r) * ring.n + p] = v;
       rhs.x[ui + std::int64_t(r) * rhs.ldx] = v;
@@ -51,17 +54,17 @@ __device__ inline void finish_row(const Ring<T, R>& ring, T* y, bool write_y, co
   }
 }
 
-/// sum[r] += the entries k = begin, begin + V, ... < end (columns ind[k], values val[k]) times right-hand
-/// side r of their columns, for a reader in a level ending at row level_end.
-template <typename T, int R, int V>
-__device__ inline void add_entries(const index_t* ind, const T* val, const Ring<T, R>& ring, int nr, index_t begin,
-                                   index_t end, index_t level_end, T (&sum)[R]) {
+/// sum[j] += the entries k = begin, begin + V, ... < end (columns ind[k], values val[k]) times right-hand
+/// side r0 + j of their columns (j < RL, r0 + j < nr), for a reader in a level ending at row level_end.
+template <typename T, int R, int V, int RL>
+__device__ inline void add_entries(const index_t* ind, const T* val, const Ring<T, R>& ring, int nr, int r0,
+                                   index_t begin, index_t end, index_t level_end, T (&sum)[RL]) {
   for (index_t k = begin; k < end; k += V) {
     const index_t j = ind[k];
     const T a = val[k];
 #pragma unroll
-    for (int r = 0; r < R; ++r)
-      if (r < nr) sum[r] += a * ring.get(j, r, level_end);
+    for (int t = 0; t < RL; ++t)
+      if (r0 + t < nr) sum[t] += a * ring.get(j, r0 + t, level_end);
   }
 }
 

@@ -75,8 +75,10 @@ __global__ void __launch_bounds__(level_block_max_threads(R))
     T val_n[K], b_n[R], d_n;
     load_stage_b<T, R, V>(L, rhs, lane, pa, kba, kea, uia, ind_n, val_n, b_n, d_n);
 
-    // Level l, first pass: the row of stage B.
+    // Level l, first pass: the row of stage B (the diagonal was loaded a level ago: inverting it here
+    // overlaps the loads of the sum).
     {
+      const T inv_b = T(1) / d_b;
       T sum[R] = {};
       if (pb >= 0) {
 #pragma unroll
@@ -87,17 +89,17 @@ __global__ void __launch_bounds__(level_block_max_threads(R))
               if (r < rhs.nr) sum[r] += val_b[t] * ring.get(ind_b[t], r, q1);
           }
         }
-        add_entries<T, R, V>(L.ind, L.val, ring, rhs.nr, kbb + lane + K * V, keb, q1, sum);
+        add_entries<T, R, V, R>(L.ind, L.val, ring, rhs.nr, 0, kbb + lane + K * V, keb, q1, sum);
       }
 #pragma unroll
       for (int r = 0; r < R; ++r) sum[r] = group_sum<V>(sum[r]);
-      if (pb >= 0 && lane == 0) finish_row(ring, y, write_y, rhs, pb, uib, b_b, sum, d_b);
+      if (pb >= 0 && lane == 0) finish_row(ring, y, write_y, rhs, pb, uib, 0, b_b, sum, inv_b);
     }
     // Further passes over a level wider than G rows, reading their data as they go.
     for (index_t base = q0 + G; base < q1; base += G) {
       const index_t p = base + g;
       T sum[R] = {};
-      if (p < q1) add_entries<T, R, V>(L.ind, L.val, ring, rhs.nr, L.ptr[p] + lane, L.ptr[p + 1], q1, sum);
+      if (p < q1) add_entries<T, R, V, R>(L.ind, L.val, ring, rhs.nr, 0, L.ptr[p] + lane, L.ptr[p + 1], q1, sum);
 #pragma unroll
       for (int r = 0; r < R; ++r) sum[r] = group_sum<V>(sum[r]);
       if (p < q1 && lane == 0) {
@@ -105,7 +107,7 @@ __global__ void __launch_bounds__(level_block_max_threads(R))
         T b[R];
 #pragma unroll
         for (int r = 0; r < R; ++r) b[r] = r < rhs.nr ? rhs.b[ui + std::int64_t(r) * rhs.ldb] : T(0);
-        finish_row(ring, y, write_y, rhs, p, ui, b, sum, L.diag[p]);
+        finish_row(ring, y, write_y, rhs, p, ui, 0, b, sum, T(1) / L.diag[p]);
       }
     }
     __syncthreads();

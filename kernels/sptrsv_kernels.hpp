@@ -220,11 +220,12 @@ void solve_fused(const LowerPart<T>& L, const std::int32_t* items, int nitems, T
 /// One packed level of level_block (kernels/sptrsv_block.cu): rows [first_row, first_row + rows) of the
 /// part renumbered in level order, in one region of 16-byte chunks starting at chunk `chunk` of the pack,
 /// `bytes` long: the row pointers relative to the level's first entry (rows + 1 ints) at byte 0, the
-/// caller's unknown of each row (ints) at byte `caller`, the diagonal (T) at `diag`, the columns in level
-/// order (ints) at `ind` and the values (T) at `val`, each array padded to a multiple of 16 bytes.
+/// caller's unknown of each row (ints) at byte `caller`, the inverse of the diagonal (T) at `inv_diag`, the
+/// columns in level order (ints) at `ind` and the values (T) at `val`, each array padded to a multiple of
+/// 16 bytes.
 struct alignas(16) LevelDesc {
   std::int32_t first_row, rows, chunk, bytes;
-  std::int32_t caller, diag, ind, val;
+  std::int32_t caller, inv_diag, ind, val;
 };
 
 /// level_block's packed copy of the part, device memory: nlev descriptors and the regions they describe.
