@@ -108,12 +108,13 @@ struct Layout {
 };
 
 /// A group's row of a level, read before the level: the row (-1: none), its entries [kb, ke) in the
-/// level, the caller's index, this lane's first kLevelBlockEntries entries, b of the lane's right-hand
-/// side and the inverse of the diagonal.
+/// level, the caller's index, this lane's first kLevelBlockEntries entries (`in_ring`: the ring holds
+/// the solution of each), b of the lane's right-hand side and the inverse of the diagonal.
 template <typename T>
 struct RowRegs {
   index_t p = -1, ui = 0;
   int kb = 0, ke = 0;
+  bool in_ring = true;
   index_t ind[kLevelBlockEntries] = {};
   T val[kLevelBlockEntries] = {};
   T b[1] = {};
@@ -121,10 +122,11 @@ struct RowRegs {
 };
 
 /// Row i of a level starting at row q0 into registers, with b of right-hand side r: from the level's b
-/// slot (R per row) when it holds the row (i < rhs_rows), else from the caller's b.
+/// slot (R per row) when it holds the row (i < rhs_rows), else from the caller's b. The ring holds the
+/// rows from ring_first on.
 template <typename T, int R, int V>
 __device__ inline RowRegs<T> read_row(const LevelView<T>& v, const T* bslot, int rhs_rows, const RhsPass<T>& rhs,
-                                      int lane, int r, index_t q0, int i) {
+                                      int lane, int r, index_t q0, int i, index_t ring_first) {
   RowRegs<T> row;
   row.p = q0 + i;
   row.kb = v.ptr[i];
@@ -137,6 +139,7 @@ __device__ inline RowRegs<T> read_row(const LevelView<T>& v, const T* bslot, int
     if (k < row.ke) {
       row.ind[t] = v.ind[k];
       row.val[t] = v.val[k];
+      row.in_ring = row.in_ring && row.ind[t] >= ring_first;
     }
   }
   if (r < rhs.nr) row.b[0] = i < rhs_rows ? bslot[i * R + r] : rhs.b[row.ui + std::int64_t(r) * rhs.ldb];
@@ -175,9 +178,17 @@ __global__ void __launch_bounds__(level_block_max_threads(1))
       {
         T sum[1] = {};
         if (next.p >= 0 && r0 < rhs.nr) {
+          // Entries in the ring (the usual case) are read without a branch on where they are.
+          if (next.in_ring) {
 #pragma unroll
-          for (int k = 0; k < K; ++k)
-            if (next.kb + lane + k * V < next.ke) sum[0] += next.val[k] * ring.get(next.ind[k], r0, q1);
+            for (int k = 0; k < K; ++k)
+              if (next.kb + lane + k * V < next.ke)
+                sum[0] += next.val[k] * ring.values[(next.ind[k] & ring.mask) * R + r0];
+          } else {
+#pragma unroll
+            for (int k = 0; k < K; ++k)
+              if (next.kb + lane + k * V < next.ke) sum[0] += next.val[k] * ring.get(next.ind[k], r0, q1);
+          }
           if (next.kb + lane + K * V < next.ke) {
             const LevelView<T> v = view(l, desc_ring[l % kDescSlots]);
             add_entries<T, R, V, 1>(v.ind, v.val, ring, rhs.nr, r0, next.kb + lane + K * V, next.ke, q1, sum);
@@ -236,7 +247,8 @@ __global__ void __launch_bounds__(level_block_max_threads(1))
     } else if (l + 1 >= 0 && l + 1 < nlev) {
       // The group's row of level l + 1 into registers (its stage and b were complete at the last barrier).
       const LevelDesc d = desc_ring[(l + 1) % kDescSlots];
-      next = g < d.rows ? read_row<T, R, V>(view(l + 1, d), rhs_slot(l + 1), lay.rhs_rows, rhs, lane, r0, d.first_row, g)
+      next = g < d.rows ? read_row<T, R, V>(view(l + 1, d), rhs_slot(l + 1), lay.rhs_rows, rhs, lane, r0, d.first_row,
+                                            g, d.first_row + d.rows - ring.mask - 1)
                         : RowRegs<T>{};
       next_first = d.first_row;
       next_rows = d.rows;
