@@ -34,7 +34,15 @@
 // in device memory, written by the same block (visible after __syncthreads).
 //
 // A row is solved by V lanes (V a power of two up to 32, from the entries per row), each taking every V-th
-// entry, then a reduction over the V lanes. There is no spin-wait: the kernel cannot hang.
+// entry, then a reduction over the V lanes. The plan stores the inverse of the diagonal, so a row ends
+// with a multiplication instead of a division on the critical path. There is no spin-wait: the kernel
+// cannot hang.
+//
+// Many right-hand sides: a thread block per right-hand side, each on its own SM walking every level with
+// its own copies of the levels (block_column). A level's cost is its chain of dependent instructions, not
+// its arithmetic, so the right-hand sides run side by side at the speed of one; solving them together in
+// one block (lanes over the right-hand sides) multiplied the warps that every level waits for (H100,
+// docs/benchmarks/sptrsv.md, version 13).
 #include <algorithm>
 #include <climits>
 
@@ -109,7 +117,7 @@ struct Layout {
 
 /// A group's row of a level, read before the level: the row (-1: none), its entries [kb, ke) in the
 /// level, the caller's index, this lane's first kLevelBlockEntries entries (`in_ring`: the ring holds
-/// the solution of each), b of the lane's right-hand side and the inverse of the diagonal.
+/// the solution of each), b and the inverse of the diagonal.
 template <typename T>
 struct RowRegs {
   index_t p = -1, ui = 0;
@@ -117,16 +125,15 @@ struct RowRegs {
   bool in_ring = true;
   index_t ind[kLevelBlockEntries] = {};
   T val[kLevelBlockEntries] = {};
-  T b[1] = {};
+  T b = T(0);
   T inv_d = T(1);
 };
 
-/// Row i of a level starting at row q0 into registers, with b of right-hand side r: from the level's b
-/// slot (R per row) when it holds the row (i < rhs_rows), else from the caller's b. The ring holds the
-/// rows from ring_first on.
-template <typename T, int R, int V>
+/// Row i of a level starting at row q0 into registers, with b from the level's b slot when it holds the
+/// row (i < rhs_rows), else from the caller's b. The ring holds the rows from ring_first on.
+template <typename T, int V>
 __device__ inline RowRegs<T> read_row(const LevelView<T>& v, const T* bslot, int rhs_rows, const RhsPass<T>& rhs,
-                                      int lane, int r, index_t q0, int i, index_t ring_first) {
+                                      int lane, index_t q0, int i, index_t ring_first) {
   RowRegs<T> row;
   row.p = q0 + i;
   row.kb = v.ptr[i];
@@ -142,28 +149,28 @@ __device__ inline RowRegs<T> read_row(const LevelView<T>& v, const T* bslot, int
       row.in_ring = row.in_ring && row.ind[t] >= ring_first;
     }
   }
-  if (r < rhs.nr) row.b[0] = i < rhs_rows ? bslot[i * R + r] : rhs.b[row.ui + std::int64_t(r) * rhs.ldb];
+  row.b = i < rhs_rows ? bslot[i] : rhs.b[row.ui];
   return row;
 }
 
-template <typename T, int R, int V>
-__global__ void __launch_bounds__(level_block_max_threads(1))
-    level_block_kernel(LevelPack<T> pack, T* y, RhsPass<T> rhs, Layout lay) {
+template <typename T, int V>
+__global__ void __launch_bounds__(kLevelBlockMaxThreads)
+    level_block_kernel(LevelPack<T> pack, T* y, RhsPass<T> pass, Layout lay) {
   constexpr int K = kLevelBlockEntries;
   extern __shared__ __align__(16) unsigned char level_block_shared[];
   unsigned char* const shared = level_block_shared;
   LevelDesc* const desc_ring = reinterpret_cast<LevelDesc*>(shared);  // [kDescSlots]
   const index_t n = pack.n;
   const int nlev = pack.nlev;
-  const Ring<T, R> ring{reinterpret_cast<T*>(shared + lay.ring), (index_t(1) << lay.ring_log2) - 1, y, n};
+  const RhsPass<T> rhs = block_column(pass, y, n);
+  const Ring<T> ring{reinterpret_cast<T*>(shared + lay.ring), (index_t(1) << lay.ring_log2) - 1, y};
   const bool write_y = n > ring.mask + 1;  // else every row stays in the ring
   // Warps [0, solvers) solve the rows; the others only copy, at the same time.
   const int solvers = lay.solver_threads, t = threadIdx.x;
   const bool copier = t >= solvers;
   const int ct = t - solvers, nct = blockDim.x - solvers;
-  // A row's V * R lanes: lane t % R takes right-hand side t % R, lane t / R % V of its entries.
-  const int G = solvers / (V * R);  // rows per pass
-  const int g = t / (V * R), lane = t / R % V, r0 = t % R;
+  const int G = solvers / V;  // rows per pass
+  const int g = t / V, lane = t % V;
   // Every level fits a stage (launch_staged): level m (descriptor d) is read from its stage.
   auto stage = [&](int m) { return shared + lay.stages + (m % kStages) * lay.stage_bytes; };
   auto rhs_slot = [&](int m) { return reinterpret_cast<T*>(shared + lay.rhs + (m % kRhsSlots) * lay.rhs_slot_bytes); };
@@ -176,27 +183,25 @@ __global__ void __launch_bounds__(level_block_max_threads(1))
       // Level l: rows [q0, q1), the first pass from registers.
       const index_t q0 = next_first, q1 = q0 + next_rows;
       {
-        T sum[1] = {};
-        if (next.p >= 0 && r0 < rhs.nr) {
+        T sum = T(0);
+        if (next.p >= 0) {
           // Entries in the ring (the usual case) are read without a branch on where they are.
           if (next.in_ring) {
 #pragma unroll
             for (int k = 0; k < K; ++k)
-              if (next.kb + lane + k * V < next.ke)
-                sum[0] += next.val[k] * ring.values[(next.ind[k] & ring.mask) * R + r0];
+              if (next.kb + lane + k * V < next.ke) sum += next.val[k] * ring.values[next.ind[k] & ring.mask];
           } else {
 #pragma unroll
             for (int k = 0; k < K; ++k)
-              if (next.kb + lane + k * V < next.ke) sum[0] += next.val[k] * ring.get(next.ind[k], r0, q1);
+              if (next.kb + lane + k * V < next.ke) sum += next.val[k] * ring.get(next.ind[k], q1);
           }
           if (next.kb + lane + K * V < next.ke) {
             const LevelView<T> v = view(l, desc_ring[l % kDescSlots]);
-            add_entries<T, R, V, 1>(v.ind, v.val, ring, rhs.nr, r0, next.kb + lane + K * V, next.ke, q1, sum);
+            sum += add_entries<T, V>(v.ind, v.val, ring, next.kb + lane + K * V, next.ke, q1);
           }
         }
-        sum[0] = group_sum<V, R>(sum[0]);
-        if (next.p >= 0 && lane == 0)
-          finish_row(ring, y, write_y, rhs, next.p, next.ui, r0, next.b, sum, next.inv_d);
+        sum = group_sum<V>(sum);
+        if (next.p >= 0 && lane == 0) finish_row(ring, y, write_y, rhs, next.p, next.ui, next.b, sum, next.inv_d);
       }
       // Further passes over a level wider than G rows.
       if (next_rows > G) {
@@ -205,13 +210,11 @@ __global__ void __launch_bounds__(level_block_max_threads(1))
         for (int base = G; base < next_rows; base += G) {
           const int i = base + g;
           const bool in = i < next_rows;
-          T sum[1] = {};
-          if (in) add_entries<T, R, V, 1>(v.ind, v.val, ring, rhs.nr, r0, v.ptr[i] + lane, v.ptr[i + 1], q1, sum);
-          sum[0] = group_sum<V, R>(sum[0]);
-          if (in && lane == 0 && r0 < rhs.nr) {
+          T sum = in ? add_entries<T, V>(v.ind, v.val, ring, v.ptr[i] + lane, v.ptr[i + 1], q1) : T(0);
+          sum = group_sum<V>(sum);
+          if (in && lane == 0) {
             const index_t ui = v.caller[i];
-            const T b[1] = {i < lay.rhs_rows ? bslot[i * R + r0] : rhs.b[ui + std::int64_t(r0) * rhs.ldb]};
-            finish_row(ring, y, write_y, rhs, q0 + i, ui, r0, b, sum, v.inv_diag[i]);
+            finish_row(ring, y, write_y, rhs, q0 + i, ui, i < lay.rhs_rows ? bslot[i] : rhs.b[ui], sum, v.inv_diag[i]);
           }
         }
       }
@@ -235,20 +238,16 @@ __global__ void __launch_bounds__(level_block_max_threads(1))
         const LevelDesc& d = desc_ring[m2 % kDescSlots];
         const index_t* caller = reinterpret_cast<const index_t*>(stage(m2) + d.caller);
         T* bslot = rhs_slot(m2);
-        for (int row = ct; row < min(d.rows, lay.rhs_rows); row += nct) {
-          const T* b = rhs.b + caller[row];
-#pragma unroll
-          for (int r = 0; r < R; ++r)
-            if (r < rhs.nr) copy_async_element(bslot + row * R + r, b + std::int64_t(r) * rhs.ldb);
-        }
+        for (int row = ct; row < min(d.rows, lay.rhs_rows); row += nct)
+          copy_async_element(bslot + row, rhs.b + caller[row]);
       }
       commit_copies();
       wait_copies();
     } else if (l + 1 >= 0 && l + 1 < nlev) {
       // The group's row of level l + 1 into registers (its stage and b were complete at the last barrier).
       const LevelDesc d = desc_ring[(l + 1) % kDescSlots];
-      next = g < d.rows ? read_row<T, R, V>(view(l + 1, d), rhs_slot(l + 1), lay.rhs_rows, rhs, lane, r0, d.first_row,
-                                            g, d.first_row + d.rows - ring.mask - 1)
+      next = g < d.rows ? read_row<T, V>(view(l + 1, d), rhs_slot(l + 1), lay.rhs_rows, rhs, lane, d.first_row, g,
+                                         d.first_row + d.rows - ring.mask - 1)
                         : RowRegs<T>{};
       next_first = d.first_row;
       next_rows = d.rows;
@@ -257,12 +256,11 @@ __global__ void __launch_bounds__(level_block_max_threads(1))
   }
 }
 
-/// The shared-memory layout for levels of at most max_rows rows and max_bytes packed bytes, R
-/// right-hand sides, within `budget` bytes; the solution ring takes what is left (at most n rows).
-template <typename T, int R>
+/// The shared-memory layout for levels of at most max_rows rows and max_bytes packed bytes within
+/// `budget` bytes; the solution ring takes what is left (at most n rows).
+template <typename T>
 Layout plan_layout(index_t n, int max_rows, long long max_bytes, int budget) {
-  constexpr long long kMinRingRows = 256, kMinStage = 1024;
-  const long long row_bytes = static_cast<long long>(R) * sizeof(T);
+  constexpr long long kMinRingRows = 256, kMinStage = 1024, row_bytes = sizeof(T);
   long long stage = round16(std::max(max_bytes, 16LL));
   long long rows = std::min<long long>(1024, (std::max(max_rows, 1) + 31) / 32 * 32);
   const long long head = round16(kDescSlots * sizeof(LevelDesc));
@@ -285,46 +283,40 @@ Layout plan_layout(index_t n, int max_rows, long long max_bytes, int budget) {
   return lay;
 }
 
-template <typename T, int R, int V>
+template <typename T, int V>
 void launch(const LevelPack<T>& pack, Layout lay, int budget, T* y, const RhsPass<T>& rhs, cudaStream_t stream) {
   // A copying warp per 256 copies of a level (16-byte chunks of its stage and values of b), up to 4.
-  // V * R lanes per row of a level twice the mean width (no wider than the widest): every warp runs every
+  // V lanes per row of a level twice the mean width (no wider than the widest): every warp runs every
   // level, so idle ones cost time, and the few wider levels take further passes over their stage.
-  const long long copies = lay.stage_bytes / 16 + static_cast<long long>(lay.rhs_rows) * R;
+  const long long copies = lay.stage_bytes / 16 + lay.rhs_rows;
   const int copiers = kWarpSize * static_cast<int>(std::min<long long>(4, (copies + 255) / 256));
   const long long rows = std::min<long long>(pack.max_rows, 2 * ((pack.n + pack.nlev - 1) / pack.nlev));
-  const long long wanted = static_cast<long long>(V) * R * std::max(rows, 1LL);
-  lay.solver_threads = static_cast<int>(std::min<long long>((wanted + kWarpSize - 1) / kWarpSize * kWarpSize,
-                                                            level_block_max_threads(1) - copiers));
+  const long long wanted = static_cast<long long>(V) * std::max(rows, 1LL);
+  lay.solver_threads = static_cast<int>(
+      std::min<long long>((wanted + kWarpSize - 1) / kWarpSize * kWarpSize, kLevelBlockMaxThreads - copiers));
   const int threads = lay.solver_threads + copiers;
-  static const cudaError_t attribute = cudaFuncSetAttribute(
-      level_block_kernel<T, R, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, budget);
+  static const cudaError_t attribute =
+      cudaFuncSetAttribute(level_block_kernel<T, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, budget);
   cuda_check(attribute, "cudaFuncSetAttribute(level_block_kernel)", __FILE__, __LINE__);
-  level_block_kernel<T, R, V><<<1, threads, lay.total, stream>>>(pack, y, rhs, lay);
+  level_block_kernel<T, V><<<rhs.nr, threads, lay.total, stream>>>(pack, y, rhs, lay);
   check_launch("level_block_kernel");
 }
 
 /// The staged kernel when the levels are narrow (at most kStagedRowsPerLevel rows on average) and every
-/// one fits a stage (true), else nothing (false). V = lanes_per_row lanes take a row's entries, at most
-/// 32 / R.
-template <typename T, int R>
+/// one fits a stage (true), else nothing (false).
+template <typename T>
 bool launch_staged(const LevelPack<T>& pack, T* y, const RhsPass<T>& rhs, cudaStream_t stream) {
   static const int budget = shared_budget();
-  const Layout lay = plan_layout<T, R>(pack.n, pack.max_rows, pack.max_bytes, budget);
+  const Layout lay = plan_layout<T>(pack.n, pack.max_rows, pack.max_bytes, budget);
   if (lay.stage_bytes < pack.max_bytes || pack.n > static_cast<long long>(kStagedRowsPerLevel) * pack.nlev)
     return false;
-  switch (std::min(lanes_per_row(pack.entries_per_row), kWarpSize / R)) {
-    case 1: launch<T, R, 1>(pack, lay, budget, y, rhs, stream); break;
-    case 2: launch<T, R, 2>(pack, lay, budget, y, rhs, stream); break;
-    case 4: launch<T, R, 4>(pack, lay, budget, y, rhs, stream); break;
-    default:
-      if constexpr (R == 1) {
-        switch (lanes_per_row(pack.entries_per_row)) {
-          case 8: launch<T, R, 8>(pack, lay, budget, y, rhs, stream); break;
-          case 16: launch<T, R, 16>(pack, lay, budget, y, rhs, stream); break;
-          default: launch<T, R, 32>(pack, lay, budget, y, rhs, stream); break;
-        }
-      }
+  switch (lanes_per_row(pack.entries_per_row)) {
+    case 1: launch<T, 1>(pack, lay, budget, y, rhs, stream); break;
+    case 2: launch<T, 2>(pack, lay, budget, y, rhs, stream); break;
+    case 4: launch<T, 4>(pack, lay, budget, y, rhs, stream); break;
+    case 8: launch<T, 8>(pack, lay, budget, y, rhs, stream); break;
+    case 16: launch<T, 16>(pack, lay, budget, y, rhs, stream); break;
+    default: launch<T, 32>(pack, lay, budget, y, rhs, stream); break;
   }
   return true;
 }
@@ -407,9 +399,7 @@ template <typename T>
 void solve_level_block(const LevelPack<T>& pack, const LowerPart<T>& L, const std::int32_t* level_ptr, T* y,
                        const RhsPass<T>& rhs, cudaStream_t stream) {
   if (pack.n == 0 || pack.nlev == 0) return;
-  const bool staged = rhs.nr > 1 ? launch_staged<T, kRhsPerPass>(pack, y, rhs, stream)
-                                 : launch_staged<T, 1>(pack, y, rhs, stream);
-  if (!staged)
+  if (!launch_staged(pack, y, rhs, stream))
     solve_level_block_direct(L, level_ptr, pack.nlev, pack.max_rows, pack.entries_per_row, y, rhs, stream);
 }
 

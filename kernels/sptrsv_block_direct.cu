@@ -1,6 +1,7 @@
-// level_block for levels too large for the shared-memory stages of kernels/sptrsv_block.cu: one thread
-// block walks the level sets (R. Li 2017) of the part renumbered in level order, a __syncthreads between
-// levels (J. D. Hogg 2013), and reads each level's data from device memory into registers ahead of it:
+// level_block for levels too large for the shared-memory stages of kernels/sptrsv_block.cu: a thread
+// block per right-hand side walks the level sets (R. Li 2017) of the part renumbered in level order, a
+// __syncthreads between levels (J. D. Hogg 2013), and reads each level's data from device memory into
+// registers ahead of it:
 // at level l each group of lanes loads the row pointers and the original index of its row of level l + 2,
 // and the first kLevelBlockEntries entries per lane (column and value), the diagonal and b of its row of
 // level l + 1, so that no arithmetic waits on a load of its own level. __syncthreads waits for every load
@@ -21,10 +22,10 @@ constexpr int kRingBytes = 128 * 1024;
 
 /// Stage B of row p (-1: none) with entries [kb, ke) and caller's index ui: this lane's first
 /// kLevelBlockEntries entries, b and the diagonal, loaded without being used.
-template <typename T, int R, int V>
+template <typename T, int V>
 __device__ inline void load_stage_b(const LowerPart<T>& L, const RhsPass<T>& rhs, int lane, index_t p, index_t kb,
                                     index_t ke, index_t ui, index_t (&ind)[kLevelBlockEntries],
-                                    T (&val)[kLevelBlockEntries], T (&b)[R], T& d) {
+                                    T (&val)[kLevelBlockEntries], T& b, T& d) {
 #pragma unroll
   for (int t = 0; t < kLevelBlockEntries; ++t) {
     const index_t k = kb + lane + t * V;
@@ -32,19 +33,19 @@ __device__ inline void load_stage_b(const LowerPart<T>& L, const RhsPass<T>& rhs
     ind[t] = in ? L.ind[k] : 0;
     val[t] = in ? L.val[k] : T(0);
   }
-#pragma unroll
-  for (int r = 0; r < R; ++r) b[r] = p >= 0 && r < rhs.nr ? rhs.b[ui + std::int64_t(r) * rhs.ldb] : T(0);
+  b = p >= 0 ? rhs.b[ui] : T(0);
   d = p >= 0 ? L.diag[p] : T(1);
 }
 
-template <typename T, int R, int V>
-__global__ void __launch_bounds__(level_block_max_threads(R))
-    level_block_direct_kernel(LowerPart<T> L, const std::int32_t* level_ptr, int nlev, T* y, RhsPass<T> rhs,
-                       int ring_log2) {
+template <typename T, int V>
+__global__ void __launch_bounds__(kLevelBlockMaxThreads)
+    level_block_direct_kernel(LowerPart<T> L, const std::int32_t* level_ptr, int nlev, T* y, RhsPass<T> pass,
+                              int ring_log2) {
   constexpr int K = kLevelBlockEntries;
   extern __shared__ __align__(16) unsigned char level_block_shared[];
   const index_t n = L.n;
-  const Ring<T, R> ring{reinterpret_cast<T*>(level_block_shared), (index_t(1) << ring_log2) - 1, y, n};
+  const RhsPass<T> rhs = block_column(pass, y, n);
+  const Ring<T> ring{reinterpret_cast<T*>(level_block_shared), (index_t(1) << ring_log2) - 1, y};
   const bool write_y = n > ring.mask + 1;  // else every row stays in the ring
   const int G = blockDim.x / V;            // rows per pass
   const int g = threadIdx.x / V, lane = threadIdx.x % V;
@@ -61,8 +62,8 @@ __global__ void __launch_bounds__(level_block_max_threads(R))
   index_t kbb = pb >= 0 ? L.ptr[pb] : 0, keb = pb >= 0 ? L.ptr[pb + 1] : 0;
   index_t uib = caller_index(pb >= 0 ? L.perm[pb] : 0, n, L.reversed);
   index_t ind_b[K];
-  T val_b[K], b_b[R], d_b;
-  load_stage_b<T, R, V>(L, rhs, lane, pb, kbb, keb, uib, ind_b, val_b, b_b, d_b);
+  T val_b[K], b_b, d_b;
+  load_stage_b<T, V>(L, rhs, lane, pb, kbb, keb, uib, ind_b, val_b, b_b, d_b);
 
   for (int l = 0; l < nlev; ++l) {
     // Read ahead: the first row of level l + 4, stage A of level l + 2, stage B of level l + 1.
@@ -72,98 +73,74 @@ __global__ void __launch_bounds__(level_block_max_threads(R))
     const index_t oa2 = pa2 >= 0 ? L.perm[pa2] : 0;
     const index_t uia = caller_index(oa, n, L.reversed);
     index_t ind_n[K];
-    T val_n[K], b_n[R], d_n;
-    load_stage_b<T, R, V>(L, rhs, lane, pa, kba, kea, uia, ind_n, val_n, b_n, d_n);
+    T val_n[K], b_n, d_n;
+    load_stage_b<T, V>(L, rhs, lane, pa, kba, kea, uia, ind_n, val_n, b_n, d_n);
 
     // Level l, first pass: the row of stage B (the diagonal was loaded a level ago: inverting it here
     // overlaps the loads of the sum).
     {
       const T inv_b = T(1) / d_b;
-      T sum[R] = {};
+      T sum = T(0);
       if (pb >= 0) {
 #pragma unroll
-        for (int t = 0; t < K; ++t) {
-          if (kbb + lane + t * V < keb) {
-#pragma unroll
-            for (int r = 0; r < R; ++r)
-              if (r < rhs.nr) sum[r] += val_b[t] * ring.get(ind_b[t], r, q1);
-          }
-        }
-        add_entries<T, R, V, R>(L.ind, L.val, ring, rhs.nr, 0, kbb + lane + K * V, keb, q1, sum);
+        for (int t = 0; t < K; ++t)
+          if (kbb + lane + t * V < keb) sum += val_b[t] * ring.get(ind_b[t], q1);
+        sum += add_entries<T, V>(L.ind, L.val, ring, kbb + lane + K * V, keb, q1);
       }
-#pragma unroll
-      for (int r = 0; r < R; ++r) sum[r] = group_sum<V>(sum[r]);
-      if (pb >= 0 && lane == 0) finish_row(ring, y, write_y, rhs, pb, uib, 0, b_b, sum, inv_b);
+      sum = group_sum<V>(sum);
+      if (pb >= 0 && lane == 0) finish_row(ring, y, write_y, rhs, pb, uib, b_b, sum, inv_b);
     }
     // Further passes over a level wider than G rows, reading their data as they go.
     for (index_t base = q0 + G; base < q1; base += G) {
       const index_t p = base + g;
-      T sum[R] = {};
-      if (p < q1) add_entries<T, R, V, R>(L.ind, L.val, ring, rhs.nr, 0, L.ptr[p] + lane, L.ptr[p + 1], q1, sum);
-#pragma unroll
-      for (int r = 0; r < R; ++r) sum[r] = group_sum<V>(sum[r]);
+      T sum = p < q1 ? add_entries<T, V>(L.ind, L.val, ring, L.ptr[p] + lane, L.ptr[p + 1], q1) : T(0);
+      sum = group_sum<V>(sum);
       if (p < q1 && lane == 0) {
         const index_t ui = caller_row(L, p);
-        T b[R];
-#pragma unroll
-        for (int r = 0; r < R; ++r) b[r] = r < rhs.nr ? rhs.b[ui + std::int64_t(r) * rhs.ldb] : T(0);
-        finish_row(ring, y, write_y, rhs, p, ui, 0, b, sum, T(1) / L.diag[p]);
+        finish_row(ring, y, write_y, rhs, p, ui, rhs.b[ui], sum, T(1) / L.diag[p]);
       }
     }
     __syncthreads();
 
     // Shift the pipeline by one level.
     q0 = q1, q1 = q2, q2 = q3, q3 = q4;
-    pb = pa, kbb = kba, keb = kea, uib = uia, d_b = d_n;
+    pb = pa, kbb = kba, keb = kea, uib = uia, d_b = d_n, b_b = b_n;
 #pragma unroll
     for (int t = 0; t < K; ++t) ind_b[t] = ind_n[t], val_b[t] = val_n[t];
-#pragma unroll
-    for (int r = 0; r < R; ++r) b_b[r] = b_n[r];
     pa = pa2, kba = kba2, kea = kea2, oa = oa2;
   }
 }
 
-template <typename T, int R, int V>
+template <typename T, int V>
 void launch(const LowerPart<T>& L, const std::int32_t* level_ptr, int nlev, int max_rows, T* y,
             const RhsPass<T>& rhs, cudaStream_t stream) {
   const long long wanted = (static_cast<long long>(V) * std::max(max_rows, 1) + kWarpSize - 1) / kWarpSize * kWarpSize;
-  const int threads = static_cast<int>(std::min<long long>(wanted, level_block_max_threads(R)));
+  const int threads = static_cast<int>(std::min<long long>(wanted, kLevelBlockMaxThreads));
   // The ring: a power of two of rows, no larger than the solution needs nor kRingBytes.
   int ring_log2 = 0;
-  while ((std::int64_t(2) << ring_log2) * R * sizeof(T) <= kRingBytes && (index_t(1) << ring_log2) < L.n)
-    ++ring_log2;
-  const int bytes = static_cast<int>((std::size_t(1) << ring_log2) * R * sizeof(T));
+  while ((std::int64_t(2) << ring_log2) * sizeof(T) <= kRingBytes && (index_t(1) << ring_log2) < L.n) ++ring_log2;
+  const int bytes = static_cast<int>((std::size_t(1) << ring_log2) * sizeof(T));
   static const cudaError_t attribute = cudaFuncSetAttribute(
-      level_block_direct_kernel<T, R, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, kRingBytes);
+      level_block_direct_kernel<T, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, kRingBytes);
   cuda_check(attribute, "cudaFuncSetAttribute(level_block_direct_kernel)", __FILE__, __LINE__);
-  level_block_direct_kernel<T, R, V><<<1, threads, bytes, stream>>>(L, level_ptr, nlev, y, rhs, ring_log2);
+  level_block_direct_kernel<T, V><<<rhs.nr, threads, bytes, stream>>>(L, level_ptr, nlev, y, rhs, ring_log2);
   check_launch("level_block_direct_kernel");
-}
-
-template <typename T, int R>
-void launch_lanes(const LowerPart<T>& L, const std::int32_t* level_ptr, int nlev, int max_rows, int lanes, T* y,
-                  const RhsPass<T>& rhs, cudaStream_t stream) {
-  switch (lanes) {
-    case 1: launch<T, R, 1>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
-    case 2: launch<T, R, 2>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
-    case 4: launch<T, R, 4>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
-    case 8: launch<T, R, 8>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
-    case 16: launch<T, R, 16>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
-    default: launch<T, R, 32>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
-  }
 }
 
 }  // namespace
 
 template <typename T>
 void solve_level_block_direct(const LowerPart<T>& L, const std::int32_t* level_ptr, int nlev, int max_rows,
-                       double entries_per_row, T* y, const RhsPass<T>& rhs, cudaStream_t stream) {
+                              double entries_per_row, T* y, const RhsPass<T>& rhs, cudaStream_t stream) {
   if (L.n == 0 || nlev == 0) return;
-  const int lanes = lanes_per_row(entries_per_row);
-  if (rhs.nr > 1)
-    launch_lanes<T, kRhsPerPass>(L, level_ptr, nlev, max_rows, lanes, y, rhs, stream);
-  else
-    launch_lanes<T, 1>(L, level_ptr, nlev, max_rows, lanes, y, rhs, stream);
+  switch (lanes_per_row(entries_per_row)) {
+    case 1: launch<T, 1>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
+    case 2: launch<T, 2>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
+    case 4: launch<T, 4>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
+    case 8: launch<T, 8>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
+    case 16: launch<T, 16>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
+    default: launch<T, 32>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
+  }
 }
 
 template void solve_level_block_direct<double>(const LowerPart<double>&, const std::int32_t*, int, int, double,

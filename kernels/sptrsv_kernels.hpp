@@ -252,12 +252,11 @@ template <typename T>
 void level_pack_fill(const LowerPart<T>& L, int nlev, const std::int32_t* offsets, LevelDesc* desc,
                      unsigned char* data, cudaStream_t stream);
 
-/// level_block: one thread block walks the levels, a __syncthreads between levels. When every level of the
-/// pack fits a shared-memory stage, each level's packed data is copied into shared memory ahead of it
-/// (kernels/sptrsv_block.cu); otherwise the level-ordered part L (L.perm given; level l is rows
-/// [level_ptr[l], level_ptr[l + 1]), level_ptr on the device) is read into registers ahead of each level
-/// (kernels/sptrsv_block_direct.cu). y: n * R scratch (R = 1 or kRhsPerPass), no initial contents needed.
-/// x may alias b.
+/// level_block: one thread block per right-hand side walks the levels, a __syncthreads between levels.
+/// When every level of the pack fits a shared-memory stage, each level's packed data is copied into shared
+/// memory ahead of it (kernels/sptrsv_block.cu); otherwise the level-ordered part L (L.perm given; level l
+/// is rows [level_ptr[l], level_ptr[l + 1]), level_ptr on the device) is read into registers ahead of each
+/// level (kernels/sptrsv_block_direct.cu). y: n * rhs.nr scratch, no initial contents needed. x may alias b.
 template <typename T>
 void solve_level_block(const LevelPack<T>& pack, const LowerPart<T>& L, const std::int32_t* level_ptr, T* y,
                        const RhsPass<T>& rhs, cudaStream_t stream);
