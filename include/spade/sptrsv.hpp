@@ -76,8 +76,9 @@ enum class SptrsvAlgorithm {
                 ///< 2013's in-kernel synchronization); for narrow levels, where every hand-off between SMs
                 ///< costs more than a level's work. Levels of at most 300 rows on average that fit in
                 ///< shared memory are copied there ahead of their turn (cp.async, a multistage pipeline);
-                ///< wider ones are read into registers ahead. Holds a second copy of the triangle as
-                ///< fused_level does, and a third, packed by level, for the copies
+                ///< wider ones are read into registers ahead. Several right-hand sides run one thread
+                ///< block each, side by side on separate SMs, in about the time of one. Holds a second
+                ///< copy of the triangle as fused_level does, and a third, packed by level, for the copies
 };
 
 /// "auto", "levr", "levc", "slfr", "slfc", "syncfree", "thread", "fused", "fused_level", "level_block".
