@@ -42,8 +42,9 @@ struct LowerPart {
 };
 
 /// One pass over nr <= R right-hand sides (device, column-major). The kernels run with R = 1 when nr == 1
-/// and R = kRhsPerPass otherwise; per-unknown scratch holds R values per unknown: interleaved in left_sum
-/// (right-hand side r of unknown i at i * R + r), rhs-major in the fused solution buffers (at r * n + i).
+/// and R = kRhsPerPass otherwise (level_block: a thread block per right-hand side, kernels/sptrsv_block.cuh);
+/// per-unknown scratch holds R values per unknown: interleaved in left_sum (right-hand side r of unknown i
+/// at i * R + r), rhs-major in the fused and level_block solution buffers (at r * n + i).
 template <typename T>
 struct RhsPass {
   const T* b;
