@@ -207,6 +207,7 @@ double relative_error(const std::vector<double>& x, const std::vector<double>& r
 struct Result {
   double analysis = NAN, solve = NAN, solve8 = NAN;
   bool ok = true;
+  SptrsvAlgorithm choice = SptrsvAlgorithm::automatic, choice8 = SptrsvAlgorithm::automatic;  // what ran
 };
 
 struct Row {
@@ -217,7 +218,6 @@ struct Row {
   Result cusparse;
   std::vector<Result> ours;  // timed_algorithms order
   Result automatic;
-  SptrsvAlgorithm auto_choice = SptrsvAlgorithm::automatic;
 };
 
 struct CusparseRun {
@@ -319,14 +319,16 @@ Row run_matrix(const std::string& name, const HostCsr& L, double bandwidth, cusp
     r.solve8 = time_solve([&] { plan.solve(b.p, n, x.p, n, nrhs); });
     plan.check();
     r.ok = r.ok && relative_error(x.download(), ref8) < 1e-10;
-    return std::make_pair(plan.stats(), plan.algorithm());
+    r.choice = plan.algorithm();
+    r.choice8 = plan.algorithm(nrhs);
+    return plan.stats();
   };
   for (SptrsvAlgorithm a : timed_algorithms) {
     row.ours.emplace_back();
-    const auto got = measure(a, row.ours.back());
-    if (a == SptrsvAlgorithm::levr) row.stats = got.first;  // the level sets' statistics
+    const spade::SptrsvStats got = measure(a, row.ours.back());
+    if (a == SptrsvAlgorithm::levr) row.stats = got;  // the level sets' statistics
   }
-  if (time_auto) row.auto_choice = measure(SptrsvAlgorithm::automatic, row.automatic).second;
+  if (time_auto) measure(SptrsvAlgorithm::automatic, row.automatic);
   if (row.stats.n == 0) {  // levr not timed: its plan still gives the level sets' statistics
     spade::SptrsvOptions options;
     options.algorithm = SptrsvAlgorithm::levr;
@@ -374,7 +376,7 @@ void print_tables(const std::vector<Row>& rows) {
     slower_best += sb < 1;
     slower_auto += sa < 1;
     std::printf(" %s (%s) | %s | %s |\n", fmt(r.automatic.solve, r.automatic.ok).c_str(),
-                time_auto ? spade::to_string(r.auto_choice) : "not timed", ratio(sb).c_str(), ratio(sa).c_str());
+                time_auto ? spade::to_string(r.automatic.choice) : "not timed", ratio(sb).c_str(), ratio(sa).c_str());
   }
   const double count = std::max<std::size_t>(rows.size(), 1);
   std::printf("\nGeometric-mean speedup over cuSPARSE SpSV: best %s, auto %s; slower than cuSPARSE: best on %d, "
@@ -398,7 +400,7 @@ void print_tables(const std::vector<Row>& rows) {
 
   std::printf("\n### Eight right-hand sides: solve time (ms, median)\n\n| matrix | floor | cuSPARSE SpSM |");
   for (SptrsvAlgorithm a : timed_algorithms) std::printf(" %s |", spade::to_string(a));
-  std::printf(" auto | best / SpSM | auto / SpSM |\n|---|---|---|");
+  std::printf(" auto (choice) | best / SpSM | auto / SpSM |\n|---|---|---|");
   for (std::size_t c = 0; c < timed_algorithms.size() + 3; ++c) std::printf("---|");
   std::printf("\n");
   double log8_best = 0, log8_auto = 0;
@@ -412,8 +414,8 @@ void print_tables(const std::vector<Row>& rows) {
     const double sb = r.cusparse.solve8 / best, sa = r.cusparse.solve8 / r.automatic.solve8;
     log8_best += std::log(sb);
     log8_auto += std::log(sa);
-    std::printf(" %s | %s | %s |\n", fmt(r.automatic.solve8, r.automatic.ok).c_str(), ratio(sb).c_str(),
-                ratio(sa).c_str());
+    std::printf(" %s (%s) | %s | %s |\n", fmt(r.automatic.solve8, r.automatic.ok).c_str(),
+                time_auto ? spade::to_string(r.automatic.choice8) : "not timed", ratio(sb).c_str(), ratio(sa).c_str());
   }
   std::printf("\nGeometric-mean speedup over cuSPARSE SpSM (8 right-hand sides): best %s, auto %s.\n",
               ratio(std::exp(log8_best / count)).c_str(), ratio(std::exp(log8_auto / count)).c_str());
@@ -487,8 +489,8 @@ int main(int argc, char** argv) {
       for (std::size_t a = 0; a < timed_algorithms.size(); ++a)
         std::fprintf(stderr, " %s %.4f/%.4f (analysis %.3f)%s", spade::to_string(timed_algorithms[a]), r.ours[a].solve,
                      r.ours[a].solve8, r.ours[a].analysis, r.ours[a].ok ? "" : " WRONG");
-      std::fprintf(stderr, "; auto=%s %.4f/%.4f (analysis %.3f)\n", spade::to_string(r.auto_choice),
-                   r.automatic.solve, r.automatic.solve8, r.automatic.analysis);
+      std::fprintf(stderr, "; auto=%s/%s %.4f/%.4f (analysis %.3f)\n", spade::to_string(r.automatic.choice),
+                   spade::to_string(r.automatic.choice8), r.automatic.solve, r.automatic.solve8, r.automatic.analysis);
     };
     const std::filesystem::path dir = spade::testing::matrix_dir();
     std::vector<std::string> files;

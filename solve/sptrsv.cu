@@ -130,9 +130,17 @@ constexpr double kAutoLevelOrderNnzPerRow = 3.5;
 /// wider levels need more than one pass of the block. H100, version 12: level_block faster up to 410 rows
 /// per level on the 5-point grids (3.70 against fused's 4.32 ms) and up to 253 with more entries per row
 /// (lap3d27 32 x 32 x 2048: 15.8 against fused_level's 21.0 ms), slower at 342 (lap2d9 1024^2, 4.88
-/// against 3.86 ms).
-constexpr double kAutoLevelBlockRowsPerLevel = 450;
+/// against 3.86 ms). Version 13 on the 5-point grids: level_block 5% slower than fused at 512 rows per level
+/// for one right-hand side (lap2d5 1024^2, 3.50 against 3.34 ms) but 3.6 times faster for 8 (3.35 against
+/// 12.0 ms), so the bound sits above 512.
+constexpr double kAutoLevelBlockRowsPerLevel = 520;
 constexpr double kAutoLevelBlockRowsDense = 300;
+/// auto: where it takes fused_level, passes of several right-hand sides run level_block up to this many
+/// entries per level (rows per level times entries per row, diagonal included). level_block solves 8
+/// right-hand sides in the time of one, fused_level in 2.7-4 times its time for one; H100, version 13:
+/// level_block faster at 8 right-hand sides up to 12,900 entries per level (lap3d27 64 x 64 x 512, 23.5
+/// against 26.1 ms), slower from 13,000 (lap3d7 64 x 64 x 512, 6.30 against 5.24 ms).
+constexpr double kAutoMultiRhsLevelBlockEntries = 10000;
 
 const char* inspect_message(int code) {
   switch (code) {
@@ -149,6 +157,7 @@ const char* inspect_message(int code) {
 template <typename T>
 struct SptrsvPlan<T>::Impl {
   SptrsvAlgorithm algorithm = SptrsvAlgorithm::automatic;
+  SptrsvAlgorithm multi_algorithm = SptrsvAlgorithm::automatic;  // passes of several right-hand sides
   SptrsvStats stats;
   bool reversed = false, unit = false;
   std::int32_t input_nnz = 0, m = 0;  // entries given, off-diagonal entries kept
@@ -365,8 +374,13 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
                       ? SptrsvAlgorithm::level_block
                   : dense ? SptrsvAlgorithm::fused_level
                           : SptrsvAlgorithm::fused;
+      if (algorithm == SptrsvAlgorithm::fused_level &&
+          rows_per_level * entries_per_row <= kAutoMultiRhsLevelBlockEntries)
+        multi_algorithm = SptrsvAlgorithm::level_block;
     }
   }
+  if (multi_algorithm == SptrsvAlgorithm::automatic) multi_algorithm = algorithm;
+  const bool packed = algorithm == SptrsvAlgorithm::level_block || multi_algorithm == SptrsvAlgorithm::level_block;
   if (needs_levels(algorithm)) {
     jlev = common.at<std::int32_t>(o_jlev);
     level_ptr = common.at<std::int32_t>(o_level_ptr);
@@ -455,7 +469,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     for (int l = 0; l < stats.levels; ++l)
       stats.max_rows_per_level = std::max(stats.max_rows_per_level, level_ptr_host[l + 1] - level_ptr_host[l]);
   }
-  if (algorithm == SptrsvAlgorithm::level_block) build_level_pack(work, temp, temp_bytes, stream);
+  if (packed) build_level_pack(work, temp, temp_bytes, stream);
 }
 
 template <typename T>
@@ -507,7 +521,8 @@ void SptrsvPlan<T>::Impl::reset_scratch(cudaStream_t stream) {
 
 template <typename T>
 void SptrsvPlan<T>::Impl::allocate_multi_rhs(cudaStream_t stream) {
-  const bool columns = left_sum[0] != nullptr, first = y[0][0] != nullptr, second = y[0][1] != nullptr;
+  const bool columns = left_sum[0] != nullptr, second = chunked_solve(multi_algorithm);
+  const bool first = second || multi_algorithm == SptrsvAlgorithm::level_block;
   if (!columns && !first) return;
   const std::size_t count = std::size_t(std::max(stats.n, 1)) * ks::kRhsPerPass;
   Slab layout;
@@ -547,8 +562,8 @@ index_t SptrsvPlan<T>::n() const {
   return impl_->stats.n;
 }
 template <typename T>
-SptrsvAlgorithm SptrsvPlan<T>::algorithm() const {
-  return impl_->algorithm;
+SptrsvAlgorithm SptrsvPlan<T>::algorithm(int nrhs) const {
+  return nrhs > 1 ? impl_->multi_algorithm : impl_->algorithm;
 }
 template <typename T>
 const SptrsvStats& SptrsvPlan<T>::stats() const {
@@ -572,7 +587,7 @@ void SptrsvPlan<T>::solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, 
     if (w == 1 && p.left_sum[1] == nullptr && p.y[1][0] == nullptr) p.allocate_multi_rhs(stream);
     const ks::RhsPass<T> rhs{b + std::int64_t(first) * ldb, ldb, x + std::int64_t(first) * ldx, ldx, nr};
     const int nlev = p.stats.levels;
-    switch (p.algorithm) {
+    switch (w == 1 ? p.multi_algorithm : p.algorithm) {
       case SptrsvAlgorithm::levr: ks::solve_levr(L, p.jlev, p.level_ptr_host.data(), nlev, rhs, stream); break;
       case SptrsvAlgorithm::levc: ks::solve_levc(L, p.jlev, p.level_ptr_host.data(), nlev, rhs, stream); break;
       case SptrsvAlgorithm::slfr:
@@ -645,7 +660,7 @@ void SptrsvPlan<T>::update_values(const T* values, cudaStream_t stream) {
   SPADE_CUDA_CHECK(cudaMemcpyAsync(&p.control->zero_row, &no_zero, sizeof(int), cudaMemcpyHostToDevice, stream));
   ks::gather_values(p.stats.n, p.m, values, p.src, p.diag_src, p.unit, p.reversed, p.perm, p.val, p.diag,
                     &p.control->zero_row, stream);
-  if (p.algorithm == SptrsvAlgorithm::level_block)
+  if (p.pack_desc != nullptr)
     ks::level_pack_fill(p.lower(), p.stats.levels, p.pack_offsets, p.pack_desc, p.pack_bytes, stream);
   p.throw_if_singular(p.read_control(stream).zero_row);
 }

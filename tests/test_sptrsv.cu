@@ -464,6 +464,25 @@ TEST(Sptrsv, UpdateValuesReusesThePlan) {
     }
 }
 
+// A 27-point grid of about 430 rows and 5,800 entries per level: auto runs fused_level for one right-hand
+// side and level_block for passes of several, on the same level order; both must hold after new values.
+TEST(Sptrsv, AutoTakesLevelBlockForSeveralRightHandSides) {
+  SPADE_REQUIRE_GPU();
+  const SparseMatrix grid = laplacian_3d(96, 96, 16, Stencil::twenty_seven_point);
+  const Triangle first = make_triangle(grid, 42), second = make_triangle(grid, 43);
+  for (const Variant& v : {Variant{SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit},
+                           Variant{SparseFormat::csc, TriangleKind::upper, DiagonalKind::unit}}) {
+    const DeviceMatrix<double> m1(first, v), m2(second, v);
+    SptrsvPlan<double> plan(m1.view);
+    ASSERT_EQ(plan.algorithm(), SptrsvAlgorithm::fused_level);
+    ASSERT_EQ(plan.algorithm(8), SptrsvAlgorithm::level_block);
+    for (int nrhs : {1, 8, 9, 11}) check_solves(plan, first, v, nrhs, 2, describe(plan.algorithm(nrhs), v, nrhs));
+    plan.update_values(m2.val.get());
+    for (int nrhs : {1, 8})
+      check_solves(plan, second, v, nrhs, 1, describe(plan.algorithm(nrhs), v, nrhs) + " after update_values");
+  }
+}
+
 TEST(SptrsvErrors, ZeroDiagonalNamesTheRow) {
   SPADE_REQUIRE_GPU();
   Triangle t = make_triangle(laplacian_2d(10, 10), 50);

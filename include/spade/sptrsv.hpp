@@ -55,10 +55,12 @@ enum class DiagonalKind { non_unit, unit };
 /// The kernel families, each selectable by name (to_string / sptrsv_algorithm_from_string).
 enum class SptrsvAlgorithm {
   automatic,  ///< "auto": levr when the triangle has at most 4 levels (counted by up to 4 rounds of Kahn's
-              ///< sort); else, after the whole level analysis, level_block for at most 450 rows per level
+              ///< sort); else, after the whole level analysis, level_block for at most 520 rows per level
               ///< (n / levels; 300 from 3.5 entries per row, diagonal included), else fused_level from 3.5
               ///< entries per row, else fused; the fused kernels choose thread- or warp-level work per
-              ///< chunk from the nonzeros per row
+              ///< chunk from the nonzeros per row. Where auto takes fused_level and the levels hold at
+              ///< most 10,000 entries on average, passes of several right-hand sides run level_block (the
+              ///< plan then also holds level_block's packed copy); SptrsvPlan::algorithm(nrhs) tells
   levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017)
   levc,       ///< "levc": level sets, one launch per level, a warp per column on CSC with atomic updates (Li 2017)
   slfr,       ///< "slfr": self-scheduling, a warp per row in level order, waits on ready flags (Li 2017)
@@ -172,7 +174,9 @@ class SptrsvPlan {
   void update_values(const T* values, cudaStream_t stream = nullptr);
 
   index_t n() const;
-  SptrsvAlgorithm algorithm() const;  ///< never automatic: the algorithm auto chose
+  /// The algorithm a solve of nrhs right-hand sides runs (never automatic: what auto chose); nrhs > 1
+  /// names the algorithm of the passes of several columns (a last pass of one column runs algorithm(1)).
+  SptrsvAlgorithm algorithm(int nrhs = 1) const;
   const SptrsvStats& stats() const;
 
   struct Impl;
