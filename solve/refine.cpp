@@ -11,9 +11,13 @@
 
 namespace spade {
 
-RefinementStep backward_error(const SparseMatrix& A, const double* b, const double* x) {
+namespace {
+
+/// The residual r = b - A x (n entries, written to r) and its componentwise backward error.
+RefinementStep residual_and_error(const SparseMatrix& A, const double* b, const double* x, double* r) {
   const index_t n = A.rows();
-  std::vector<double> r(b, b + n), scale(n);
+  std::copy(b, b + n, r);
+  std::vector<double> scale(n);
   for (index_t i = 0; i < n; ++i) scale[i] = std::abs(b[i]);
   for (index_t j = 0; j < A.cols(); ++j) {
     const double xj = x[j];
@@ -33,13 +37,14 @@ RefinementStep backward_error(const SparseMatrix& A, const double* b, const doub
   return step;
 }
 
-namespace {
-
+/// The worst step over the nrhs columns; R (n x nrhs, leading dimension n) receives the residuals.
 RefinementStep evaluate(const SparseMatrix& A, const double* B, index_t ldb, const double* X, index_t ldx,
-                        index_t nrhs) {
+                        index_t nrhs, double* R) {
   RefinementStep worst;
+  const offset_t n = A.rows();
   for (index_t r = 0; r < nrhs; ++r) {
-    const RefinementStep s = backward_error(A, B + static_cast<offset_t>(r) * ldb, X + static_cast<offset_t>(r) * ldx);
+    const RefinementStep s = residual_and_error(A, B + static_cast<offset_t>(r) * ldb,
+                                                X + static_cast<offset_t>(r) * ldx, R + r * n);
     worst.residual_norm = std::max(worst.residual_norm, s.residual_norm);
     worst.berr = std::max(worst.berr, s.berr);
   }
@@ -47,6 +52,11 @@ RefinementStep evaluate(const SparseMatrix& A, const double* B, index_t ldb, con
 }
 
 }  // namespace
+
+RefinementStep backward_error(const SparseMatrix& A, const double* b, const double* x) {
+  std::vector<double> r(A.rows());
+  return residual_and_error(A, b, x, r.data());
+}
 
 RefinementResult solve_refined(const SparseMatrix& A, const NumericFactor& F, const double* B, index_t ldb, double* X,
                                index_t ldx, index_t nrhs, const RefineOptions& options) {
@@ -62,8 +72,9 @@ RefinementResult solve_refined(const SparseMatrix& A, const NumericFactor& F, co
   solve_in_place(F, X, nrhs, ldx);
 
   RefinementResult result;
-  result.steps.push_back(evaluate(A, B, ldb, X, ldx, nrhs));
+  // D holds the residual B - A X of the latest evaluation, then the correction solved from it.
   std::vector<double> D(static_cast<std::size_t>(n) * nrhs), previous(D.size());
+  result.steps.push_back(evaluate(A, B, ldb, X, ldx, nrhs, D.data()));
   for (int step = 1;; ++step) {
     const RefinementStep& last = result.steps.back();
     if (last.berr <= tolerance) {
@@ -75,18 +86,15 @@ RefinementResult solve_refined(const SparseMatrix& A, const NumericFactor& F, co
       result.stop = RefinementResult::Stop::max_steps;
       break;
     }
-    // D = B - A X, then X += solve(D); keep the previous X in case the step does not help.
+    // X += solve(D) with D = B - A X from the evaluation; keep the previous X in case the step does not help.
     for (index_t r = 0; r < nrhs; ++r) {
-      double* d = D.data() + static_cast<offset_t>(r) * n;
       const double* x = X + static_cast<offset_t>(r) * ldx;
-      A.multiply(x, d);
-      for (index_t i = 0; i < n; ++i) d[i] = B[i + static_cast<offset_t>(r) * ldb] - d[i];
       std::copy(x, x + n, previous.data() + static_cast<offset_t>(r) * n);
     }
     solve_in_place(F, D.data(), nrhs, std::max<index_t>(n, 1));
     for (index_t r = 0; r < nrhs; ++r)
       for (index_t i = 0; i < n; ++i) X[i + static_cast<offset_t>(r) * ldx] += D[i + static_cast<offset_t>(r) * n];
-    const RefinementStep now = evaluate(A, B, ldb, X, ldx, nrhs);
+    const RefinementStep now = evaluate(A, B, ldb, X, ldx, nrhs, D.data());
     const double before = last.berr;
     result.steps.push_back(now);
     if (now.berr > tolerance && now.berr > before / 2) {
