@@ -14,7 +14,7 @@ target_include_directories(spade_host PUBLIC ${CMAKE_SOURCE_DIR}/include
 target_compile_options(spade_host PRIVATE ${SPADE_WARNINGS})
 target_link_libraries(spade_host
   PUBLIC OpenMP::OpenMP_CXX
-  PRIVATE ${METIS_LIBRARY} ${AMD_LIBRARY} ${COLAMD_LIBRARY} ${SUITESPARSECONFIG_LIBRARY}
+  PRIVATE ${METIS_LIBRARY} ${AMD_LIBRARY} ${SUITESPARSECONFIG_LIBRARY}
           LAPACK::LAPACK BLAS::BLAS ZLIB::ZLIB)
 
 add_executable(test_io tests/test_io.cpp)
