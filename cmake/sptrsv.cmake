@@ -20,3 +20,10 @@ gtest_discover_tests(test_sptrsv DISCOVERY_MODE PRE_TEST)
 add_executable(bench_sptrsv drivers/bench_sptrsv.cu)
 target_link_libraries(bench_sptrsv PRIVATE spade_sptrsv spade_host CUDA::cusparse)
 target_compile_definitions(bench_sptrsv PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
+
+# Thread block clusters need sm_90 whatever the project's architectures are.
+add_executable(bench_cluster_sync drivers/bench_cluster_sync.cu)
+target_include_directories(bench_cluster_sync PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR})
+target_link_libraries(bench_cluster_sync PRIVATE CUDA::cudart)
+target_compile_options(bench_cluster_sync PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
+set_target_properties(bench_cluster_sync PROPERTIES CUDA_ARCHITECTURES 90)
