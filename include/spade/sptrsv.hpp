@@ -60,7 +60,7 @@ enum class SptrsvAlgorithm {
               ///< entries per row, else fused; the fused kernels choose thread- or warp-level work per
               ///< chunk from the nonzeros per row. Where auto takes fused_level and the levels hold at
               ///< most 10,000 entries on average, passes of several right-hand sides run level_block (the
-              ///< plan then also holds level_block's packed copy); SptrsvPlan::algorithm(nrhs) tells
+              ///< plan then also holds level_block's packed copy); SptrsvPlan::algorithm(nrhs) tells which
   levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017)
   levc,       ///< "levc": level sets, one launch per level, a warp per column on CSC with atomic updates (Li 2017)
   slfr,       ///< "slfr": self-scheduling, a warp per row in level order, waits on ready flags (Li 2017)
