@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cluster.cuh"
 #include "kernels/cuda_check.hpp"
 
 namespace {
@@ -38,62 +39,22 @@ enum Mode { syncthreads, barrier_release, barrier_relaxed, fence_relaxed, store_
 const char* kModeNames[kModes] = {"syncthreads", "barrier rel/acq", "barrier relaxed", "fence + relaxed", "st.async",
                                   "remote arrive"};
 
-__device__ __forceinline__ unsigned shared_address(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ unsigned cluster_blocks() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
-  return r;
-}
-/// The address of the same shared-memory location in block `rank` of the cluster.
-__device__ __forceinline__ unsigned map_to_rank(unsigned address, unsigned rank) {
-  unsigned out;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(out) : "r"(address), "r"(rank));
-  return out;
-}
-__device__ __forceinline__ double load_cluster(unsigned address) {
-  double v;
-  asm volatile("ld.shared::cluster.f64 %0, [%1];\n" : "=d"(v) : "r"(address) : "memory");
-  return v;
-}
-__device__ __forceinline__ void cluster_sync_all() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
+namespace cl = spade::kernels::cluster;
+
 __device__ __forceinline__ void cluster_barrier_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void fence_cluster() { asm volatile("fence.acq_rel.cluster;\n" ::: "memory"); }
-__device__ __forceinline__ void store_async_counted(unsigned remote, double v, unsigned remote_barrier) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f64 [%0], %1, [%2];\n" ::"r"(remote), "d"(v),
-               "r"(remote_barrier)
-               : "memory");
-}
-__device__ __forceinline__ void expect_bytes(unsigned barrier, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(barrier), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void arrive_remote_release(unsigned remote_barrier) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote_barrier) : "memory");
+  cl::arrive_relaxed();
+  cl::wait();
 }
 /// Waits for the phase of the given parity to complete (no bound: a probe whose phases always complete).
 __device__ __forceinline__ void wait_phase(unsigned barrier, unsigned parity) {
-  asm volatile(
-      "{\n .reg .pred done;\n wait_loop:\n"
-      " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      " @!done bra wait_loop;\n}\n" ::"r"(barrier),
-      "r"(parity)
-      : "memory");
+  while (!cl::try_wait(barrier, parity)) {
+  }
 }
 
 __global__ void __launch_bounds__(kMaxThreads) step_loop(Mode mode, double* out) {
   __shared__ double slot[2][kMaxThreads];
   __shared__ __align__(8) unsigned long long phase_barrier[2];
-  const unsigned rank = cluster_rank(), blocks = cluster_blocks();
+  const unsigned rank = cl::rank(), blocks = cl::blocks();
   const unsigned next = (rank + 1) % blocks, previous = (rank + blocks - 1) % blocks;
   const int t = threadIdx.x, partner = t ^ 1;
   double acc = t;
@@ -102,18 +63,16 @@ __global__ void __launch_bounds__(kMaxThreads) step_loop(Mode mode, double* out)
   if (t == 0) {
     const unsigned arrivals = mode == remote_arrive ? blockDim.x / 32 : 1;
     for (int s = 0; s < 2; ++s)
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(&phase_barrier[s])),
-                   "r"(arrivals)
-                   : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+      cl::init_barrier(cl::shared_address(&phase_barrier[s]), arrivals);
+    cl::fence_barrier_init();
   }
-  cluster_sync_all();
+  cl::sync_all();
   unsigned own_barrier[2], next_barrier[2], next_slot[2], previous_slot[2];
   for (int s = 0; s < 2; ++s) {
-    own_barrier[s] = shared_address(&phase_barrier[s]);
-    next_barrier[s] = map_to_rank(own_barrier[s], next);
-    next_slot[s] = map_to_rank(shared_address(&slot[s][t]), next);
-    previous_slot[s] = map_to_rank(shared_address(&slot[s][partner]), previous);
+    own_barrier[s] = cl::shared_address(&phase_barrier[s]);
+    next_barrier[s] = cl::map_to_rank(own_barrier[s], next);
+    next_slot[s] = cl::map_to_rank(cl::shared_address(&slot[s][t]), next);
+    previous_slot[s] = cl::map_to_rank(cl::shared_address(&slot[s][partner]), previous);
   }
   for (int i = 0; i < kSteps; ++i) {
     const int s = i & 1;
@@ -127,8 +86,8 @@ __global__ void __launch_bounds__(kMaxThreads) step_loop(Mode mode, double* out)
         break;
       case barrier_release:
         slot[s][t] = acc;
-        cluster_sync_all();
-        v = load_cluster(previous_slot[s]);
+        cl::sync_all();
+        v = cl::load_remote(previous_slot[s]);
         break;
       case barrier_relaxed:
         slot[s][t] = acc;
@@ -137,13 +96,13 @@ __global__ void __launch_bounds__(kMaxThreads) step_loop(Mode mode, double* out)
         break;
       case fence_relaxed:
         slot[s][t] = acc;
-        fence_cluster();
+        cl::fence_acq_rel();
         cluster_barrier_relaxed();
-        v = load_cluster(previous_slot[s]);
+        v = cl::load_remote(previous_slot[s]);
         break;
       case store_async:
-        if (t == 0) expect_bytes(own_barrier[s], blockDim.x * sizeof(double));
-        store_async_counted(next_slot[s], acc, next_barrier[s]);
+        if (t == 0) cl::expect_bytes(own_barrier[s], blockDim.x * sizeof(double));
+        cl::store_async(next_slot[s], acc, next_barrier[s]);
         wait_phase(own_barrier[s], parity);
         v = slot[s][partner];
         cluster_barrier_relaxed();
@@ -151,16 +110,16 @@ __global__ void __launch_bounds__(kMaxThreads) step_loop(Mode mode, double* out)
       case remote_arrive:
         slot[s][t] = acc;
         __syncwarp();
-        if (t % 32 == 0) arrive_remote_release(next_barrier[s]);
+        if (t % 32 == 0) cl::arrive_remote_release(next_barrier[s]);
         wait_phase(own_barrier[s], parity);
-        v = load_cluster(previous_slot[s]);
+        v = cl::load_remote(previous_slot[s]);
         cluster_barrier_relaxed();
         break;
       default: break;
     }
     acc = 0.5 * acc + 0.25 * v;
   }
-  cluster_sync_all();
+  cl::sync_all();
   out[blockIdx.x * kMaxThreads + t] = acc;
 }
 
