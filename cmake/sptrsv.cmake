@@ -7,6 +7,7 @@ add_library(spade_sptrsv STATIC
   kernels/sptrsv_fused.cu
   kernels/sptrsv_block.cu
   kernels/sptrsv_block_direct.cu
+  kernels/sptrsv_cluster.cu
 )
 target_include_directories(spade_sptrsv PUBLIC ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR})
 target_link_libraries(spade_sptrsv PUBLIC CUDA::cudart)

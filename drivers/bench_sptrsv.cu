@@ -12,6 +12,7 @@
 // analysis including its allocations and the final synchronization, for cuSPARSE (bufferSize + buffer
 // allocation + analysis) and for spade (plan construction) alike. The floor is the bytes of L (values,
 // indices, row pointers) and of b and x once, over the measured device-to-device copy bandwidth.
+// A "-" in cluster's columns: its layout does not fit that matrix (the plan ran fused_level instead).
 #include <cusparse.h>
 
 #include <algorithm>
@@ -52,7 +53,7 @@ std::vector<SptrsvAlgorithm> timed_algorithms = {SptrsvAlgorithm::levr,     Sptr
                                                  SptrsvAlgorithm::slfr,     SptrsvAlgorithm::slfc,
                                                  SptrsvAlgorithm::syncfree, SptrsvAlgorithm::thread,
                                                  SptrsvAlgorithm::fused,    SptrsvAlgorithm::fused_level,
-                                                 SptrsvAlgorithm::level_block};
+                                                 SptrsvAlgorithm::level_block, SptrsvAlgorithm::cluster};
 bool time_auto = true;
 
 template <typename U>
@@ -321,6 +322,8 @@ Row run_matrix(const std::string& name, const HostCsr& L, double bandwidth, cusp
     r.ok = r.ok && relative_error(x.download(), ref8) < 1e-10;
     r.choice = plan.algorithm();
     r.choice8 = plan.algorithm(nrhs);
+    if (a != SptrsvAlgorithm::automatic && r.choice != a)  // cluster did not fit: its column shows "-"
+      r.analysis = r.solve = r.solve8 = std::nan("");
     return plan.stats();
   };
   for (SptrsvAlgorithm a : timed_algorithms) {

@@ -28,6 +28,7 @@ const char* to_string(SptrsvAlgorithm algorithm) {
     case SptrsvAlgorithm::fused: return "fused";
     case SptrsvAlgorithm::fused_level: return "fused_level";
     case SptrsvAlgorithm::level_block: return "level_block";
+    case SptrsvAlgorithm::cluster: return "cluster";
   }
   return "?";
 }
@@ -36,11 +37,11 @@ SptrsvAlgorithm sptrsv_algorithm_from_string(const std::string& name) {
   for (SptrsvAlgorithm a : {SptrsvAlgorithm::automatic, SptrsvAlgorithm::levr, SptrsvAlgorithm::levc,
                             SptrsvAlgorithm::slfr, SptrsvAlgorithm::slfc, SptrsvAlgorithm::syncfree,
                             SptrsvAlgorithm::thread, SptrsvAlgorithm::fused, SptrsvAlgorithm::fused_level,
-                            SptrsvAlgorithm::level_block})
+                            SptrsvAlgorithm::level_block, SptrsvAlgorithm::cluster})
     if (name == to_string(a)) return a;
   throw InvalidInput("unknown sparse triangular-solve algorithm '" + name +
-                     "' (expected auto, levr, levc, slfr, slfc, syncfree, thread, fused, fused_level or "
-                     "level_block)");
+                     "' (expected auto, levr, levc, slfr, slfc, syncfree, thread, fused, fused_level, "
+                     "level_block or cluster)");
 }
 
 namespace {
@@ -84,6 +85,7 @@ struct Control {
   int assigned;
   int max_count;
   int max_level_chunks;  // level_block: the largest packed level, in 16-byte chunks
+  int cluster[3];        // cluster: ks::ClusterMeasure
   int nitems;
   int tickets[2];
   kernels::DeviceStatus status;
@@ -100,15 +102,17 @@ Control fresh_control(long long spin_limit) {
 
 bool needs_csr(SptrsvAlgorithm a) {
   return a == SptrsvAlgorithm::levr || a == SptrsvAlgorithm::slfr || a == SptrsvAlgorithm::thread ||
-         a == SptrsvAlgorithm::fused || a == SptrsvAlgorithm::fused_level || a == SptrsvAlgorithm::level_block;
+         a == SptrsvAlgorithm::fused || a == SptrsvAlgorithm::fused_level || a == SptrsvAlgorithm::level_block ||
+         a == SptrsvAlgorithm::cluster;
 }
 bool needs_levels(SptrsvAlgorithm a) {
   return a == SptrsvAlgorithm::levr || a == SptrsvAlgorithm::levc || a == SptrsvAlgorithm::slfr ||
-         a == SptrsvAlgorithm::slfc || a == SptrsvAlgorithm::fused_level || a == SptrsvAlgorithm::level_block;
+         a == SptrsvAlgorithm::slfc || a == SptrsvAlgorithm::fused_level || a == SptrsvAlgorithm::level_block ||
+         a == SptrsvAlgorithm::cluster;
 }
 /// The rows renumbered in level order (a second copy of the part).
 bool level_ordered(SptrsvAlgorithm a) {
-  return a == SptrsvAlgorithm::fused_level || a == SptrsvAlgorithm::level_block;
+  return a == SptrsvAlgorithm::fused_level || a == SptrsvAlgorithm::level_block || a == SptrsvAlgorithm::cluster;
 }
 bool chunked_solve(SptrsvAlgorithm a) {
   return a == SptrsvAlgorithm::thread || a == SptrsvAlgorithm::fused || a == SptrsvAlgorithm::fused_level;
@@ -141,6 +145,13 @@ constexpr double kAutoLevelBlockRowsDense = 300;
 /// level_block faster at 8 right-hand sides up to 12,900 entries per level (lap3d27 64 x 64 x 512, 23.5
 /// against 26.1 ms), slower from 13,000 (lap3d7 64 x 64 x 512, 6.30 against 5.24 ms).
 constexpr double kAutoMultiRhsLevelBlockEntries = 10000;
+/// auto: where it takes fused_level, passes of several right-hand sides run cluster from this many rows per
+/// level on, where cluster's layout fits (compute capability 9.0). cluster runs the 8 columns of a pass as
+/// 8 clusters side by side; H100, version 15, 8 right-hand sides: cluster faster than level_block and
+/// fused_level on every 3D grid from 493 rows per level (lap3d27 32 x 64 x 1024: 10.8 against level_block's
+/// 21.5 ms; lap3d7 100^3: 0.98 against fused_level's 2.46 ms), slower at 342 (lap2d9 1024^2, 7.15 against
+/// level_block's 4.61 ms). For one right-hand side it was slower than fused_level on every grid.
+constexpr double kAutoMultiRhsClusterRowsPerLevel = 450;
 
 const char* inspect_message(int code) {
   switch (code) {
@@ -163,6 +174,8 @@ struct SptrsvPlan<T>::Impl {
   std::int32_t input_nnz = 0, m = 0;  // entries given, off-diagonal entries kept
   Slab common, scratch8, level_order;  // level_order: fused_level's renumbered part
   Slab pack_index, pack_data;         // level_block: the packed levels (descriptors and offsets, regions)
+  Slab cluster_data;                  // cluster: the layout's arrays
+  ks::ClusterLayout cluster{};
   Control* control = nullptr;
   // the internal lower part in the format the algorithm runs on
   std::int32_t* ptr = nullptr;
@@ -212,6 +225,7 @@ struct SptrsvPlan<T>::Impl {
   void analyse(const DeviceTriangle<T>& a, const SptrsvOptions& options, cudaStream_t stream);
   void build_level_sets(int* level, cudaStream_t stream);
   void build_level_pack(std::int32_t* work, void* temp, std::size_t temp_bytes, cudaStream_t stream);
+  bool build_cluster(int nlev, int* row_level, std::int32_t* counts, std::int32_t* cursor, cudaStream_t stream);
   void reset_scratch(cudaStream_t stream);
   void allocate_multi_rhs(cudaStream_t stream);
 };
@@ -240,7 +254,8 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   const bool transposed = want_csr != csr;
   const bool levels_needed = needs_levels(algorithm);
   const bool leveled = automatic || levels_needed;
-  const bool chunked = automatic || chunked_solve(algorithm);
+  // cluster falls back to fused_level where its layout does not fit.
+  const bool chunked = automatic || chunked_solve(algorithm) || algorithm == SptrsvAlgorithm::cluster;
   const bool flagged = algorithm == SptrsvAlgorithm::slfr || algorithm == SptrsvAlgorithm::slfc ||
                        algorithm == SptrsvAlgorithm::syncfree;
   const bool columns = algorithm == SptrsvAlgorithm::slfc || algorithm == SptrsvAlgorithm::syncfree;
@@ -374,13 +389,15 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
                       ? SptrsvAlgorithm::level_block
                   : dense ? SptrsvAlgorithm::fused_level
                           : SptrsvAlgorithm::fused;
-      if (algorithm == SptrsvAlgorithm::fused_level &&
-          rows_per_level * entries_per_row <= kAutoMultiRhsLevelBlockEntries)
-        multi_algorithm = SptrsvAlgorithm::level_block;
+      if (algorithm == SptrsvAlgorithm::fused_level) {
+        if (rows_per_level >= kAutoMultiRhsClusterRowsPerLevel)
+          multi_algorithm = SptrsvAlgorithm::cluster;
+        else if (rows_per_level * entries_per_row <= kAutoMultiRhsLevelBlockEntries)
+          multi_algorithm = SptrsvAlgorithm::level_block;
+      }
     }
   }
   if (multi_algorithm == SptrsvAlgorithm::automatic) multi_algorithm = algorithm;
-  const bool packed = algorithm == SptrsvAlgorithm::level_block || multi_algorithm == SptrsvAlgorithm::level_block;
   if (needs_levels(algorithm)) {
     jlev = common.at<std::int32_t>(o_jlev);
     level_ptr = common.at<std::int32_t>(o_level_ptr);
@@ -418,6 +435,20 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     diag = pdiag;
     diag_src = pdiag_src;
     perm = jlev;
+  }
+  if (algorithm == SptrsvAlgorithm::cluster || multi_algorithm == SptrsvAlgorithm::cluster) {
+    // The level array is free once the level sets exist; so are the work arrays after the renumbering.
+    // Where the layout does not fit, cluster gives way to fused_level (auto's passes of several columns
+    // to what they would run without cluster).
+    const int nlev = read_control(stream).max_level;
+    if (!build_cluster(nlev, level, work, work2, stream)) {
+      if (algorithm == SptrsvAlgorithm::cluster) algorithm = SptrsvAlgorithm::fused_level;
+      if (multi_algorithm == SptrsvAlgorithm::cluster)
+        multi_algorithm = automatic && double(n) * (1.0 + double(m) / n) / std::max(nlev, 1) <=
+                                           kAutoMultiRhsLevelBlockEntries
+                              ? SptrsvAlgorithm::level_block
+                              : algorithm;
+    }
   }
   if (flagged) {
     flag = common.at<int>(o_flag);
@@ -469,7 +500,8 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     for (int l = 0; l < stats.levels; ++l)
       stats.max_rows_per_level = std::max(stats.max_rows_per_level, level_ptr_host[l + 1] - level_ptr_host[l]);
   }
-  if (packed) build_level_pack(work, temp, temp_bytes, stream);
+  if (algorithm == SptrsvAlgorithm::level_block || multi_algorithm == SptrsvAlgorithm::level_block)
+    build_level_pack(work, temp, temp_bytes, stream);
 }
 
 template <typename T>
@@ -502,6 +534,60 @@ void SptrsvPlan<T>::Impl::build_level_pack(std::int32_t* work, void* temp, std::
   ks::level_pack_fill(lower(), nlev, pack_offsets, pack_desc, pack_bytes, stream);
   pack = {stats.n, nlev, pack_desc, pack_bytes, stats.max_rows_per_level, c.max_level_chunks * 16,
           stats.nnz_per_row};
+}
+
+template <typename T>
+bool SptrsvPlan<T>::Impl::build_cluster(int nlev, int* row_level, std::int32_t* counts, std::int32_t* cursor,
+                                        cudaStream_t stream) {
+  // The shares of every level in every block and their entries, the most levels a row reads back, the
+  // ring that distance + 1 levels need; then, where the layout fits, the push codes (a histogram of the
+  // columns, its scan, a scatter). counts must hold n + 1 ints, cursor n.
+  int device = 0, major = 0;
+  SPADE_CUDA_CHECK(cudaGetDevice(&device));
+  SPADE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  const index_t n = stats.n;
+  if (major < 9 || n == 0 || nlev == 0) return false;
+  const int blocks = ks::kClusterBlocks;
+  const std::size_t shares = std::size_t(nlev) * blocks;
+  if (shares >= std::size_t(INT_MAX)) return false;
+  Slab layout;
+  const std::size_t temp_bytes = std::max(ks::scan_temp_bytes(index_t(shares)), ks::scan_temp_bytes(n));
+  const auto o_temp = layout.add<char>(temp_bytes), o_count = layout.add<std::int32_t>(shares),
+             o_segment = layout.add<std::int32_t>(shares + 1), o_row_slot = layout.add<std::int32_t>(n),
+             o_push_ptr = layout.add<std::int32_t>(std::size_t(n) + 1),
+             o_push = layout.add<std::uint32_t>(std::size_t(m));
+  cluster_data = std::move(layout);
+  cluster_data.allocate();
+  void* temp = cluster_data.at<char>(o_temp);
+  std::int32_t* share_count = cluster_data.at<std::int32_t>(o_count);
+  std::int32_t* segment = cluster_data.at<std::int32_t>(o_segment);
+  SPADE_CUDA_CHECK(cudaMemsetAsync(control->cluster, 0, sizeof(control->cluster), stream));
+  ks::cluster_shares(n, nlev, blocks, level_ptr, ptr, ind, row_level, share_count, control->cluster, stream);
+  ks::exclusive_scan(index_t(shares), share_count, segment, temp, temp_bytes, stream);
+  ks::cluster_window(nlev, blocks, segment, control->cluster, stream);
+  const Control c = read_control(stream);
+  const int distance = c.cluster[ks::kClusterDistance], window = c.cluster[ks::kClusterWindow];
+  int ring_log2 = 0;
+  while ((1 << ring_log2) < window && ring_log2 <= ks::kClusterMaxRingLog2) ++ring_log2;
+  cluster = {blocks, distance, ring_log2, c.cluster[ks::kClusterRows], nlev, level_ptr, segment, nullptr, nullptr,
+             nullptr};
+  if (distance > ks::kClusterMaxDistance || ring_log2 > ks::kClusterMaxRingLog2 ||
+      !ks::cluster_fits<T>(cluster, stats.nnz_per_row)) {
+    cluster_data = Slab();
+    cluster = {};
+    return false;
+  }
+  std::int32_t* push_ptr = cluster_data.at<std::int32_t>(o_push_ptr);
+  SPADE_CUDA_CHECK(cudaMemsetAsync(counts, 0, sizeof(std::int32_t) * n, stream));
+  ks::histogram(m, ind, counts, stream);
+  ks::exclusive_scan(n, counts, push_ptr, temp, temp_bytes, stream);
+  SPADE_CUDA_CHECK(cudaMemsetAsync(cursor, 0, sizeof(std::int32_t) * n, stream));
+  cluster.row_slot = cluster_data.at<std::int32_t>(o_row_slot);
+  cluster.push_ptr = push_ptr;
+  cluster.push = cluster_data.at<std::uint32_t>(o_push);
+  ks::cluster_pushes(n, cluster, row_level, ptr, ind, cursor, cluster_data.at<std::int32_t>(o_row_slot),
+                     cluster_data.at<std::uint32_t>(o_push), stream);
+  return true;
 }
 
 template <typename T>
@@ -616,6 +702,9 @@ void SptrsvPlan<T>::solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, 
       }
       case SptrsvAlgorithm::level_block:
         ks::solve_level_block(p.pack, L, p.level_ptr, p.y[w][0], rhs, stream);
+        break;
+      case SptrsvAlgorithm::cluster:
+        ks::solve_cluster(L, p.cluster, p.stats.nnz_per_row, rhs, &p.control->status, stream);
         break;
       case SptrsvAlgorithm::automatic: break;
     }

@@ -40,7 +40,7 @@ std::vector<SptrsvAlgorithm> tested_algorithms() {
     return {SptrsvAlgorithm::automatic, SptrsvAlgorithm::levr,     SptrsvAlgorithm::levc,
             SptrsvAlgorithm::slfr,      SptrsvAlgorithm::slfc,     SptrsvAlgorithm::syncfree,
             SptrsvAlgorithm::thread,    SptrsvAlgorithm::fused,    SptrsvAlgorithm::fused_level,
-            SptrsvAlgorithm::level_block};
+            SptrsvAlgorithm::level_block, SptrsvAlgorithm::cluster};
   std::vector<SptrsvAlgorithm> chosen;
   std::stringstream list(names);
   for (std::string name; std::getline(list, name, ',');) chosen.push_back(sptrsv_algorithm_from_string(name));
@@ -227,7 +227,11 @@ void check_algorithm(const Triangle& t, SptrsvAlgorithm a, const Variant& v, int
   SptrsvOptions options;
   options.algorithm = a;
   SptrsvPlan<T> plan(m.view, options);
-  if (a != SptrsvAlgorithm::automatic) EXPECT_EQ(plan.algorithm(), a);
+  // cluster runs fused_level where its layout does not fit (ClusterOnWideLevels checks where it must fit).
+  if (a == SptrsvAlgorithm::cluster)
+    EXPECT_TRUE(plan.algorithm() == a || plan.algorithm() == SptrsvAlgorithm::fused_level);
+  else if (a != SptrsvAlgorithm::automatic)
+    EXPECT_EQ(plan.algorithm(), a);
   check_solves(plan, t, v, nrhs, repeats, describe(a, v, nrhs) + " n=" + std::to_string(t.lower.cols()));
 }
 
@@ -480,6 +484,87 @@ TEST(Sptrsv, AutoTakesLevelBlockForSeveralRightHandSides) {
     plan.update_values(m2.val.get());
     for (int nrhs : {1, 8})
       check_solves(plan, second, v, nrhs, 1, describe(plan.algorithm(nrhs), v, nrhs) + " after update_values");
+  }
+}
+
+/// Two levels of `half` rows each: row half + i reads row i (and row i + 1 when there is one).
+SparseMatrix two_wide_levels(index_t half) {
+  std::vector<std::int64_t> rows, cols;
+  std::vector<double> vals;
+  for (index_t i = 0; i < 2 * half; ++i) {
+    rows.push_back(i), cols.push_back(i), vals.push_back(1);
+    if (i < half) continue;
+    rows.push_back(i), cols.push_back(i - half), vals.push_back(1);
+    if (i + 1 < 2 * half) rows.push_back(i), cols.push_back(i - half + 1), vals.push_back(1);
+  }
+  return SparseMatrix::from_triplets(2 * half, 2 * half, rows, cols, vals);
+}
+
+// cluster where its layout must fit (on a GPU of compute capability 9.0): 3D grids of 7 and 27 points
+// (rows reading 1 and 7 levels back, 1 and 4 lanes per row), a 9-point 2D grid, and two levels of
+// 20,000 rows (shares of 1,250 rows: more than one pass of a block); both orientations and diagonals,
+// 1, 8, 9 and 11 right-hand sides, in place, single precision, after update_values; and a long random
+// chain (rows reading thousands of levels back), where the plan runs fused_level.
+TEST(Sptrsv, ClusterOnWideLevels) {
+  SPADE_REQUIRE_GPU();
+  int device = 0, major = 0;
+  SPADE_CUDA_CHECK(cudaGetDevice(&device));
+  SPADE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (major < 9) GTEST_SKIP() << "cluster needs compute capability 9.0; this GPU has " << major << ".x";
+  SptrsvOptions options;
+  options.algorithm = SptrsvAlgorithm::cluster;
+  const std::vector<SparseMatrix> grids = {laplacian_3d(40, 30, 20, Stencil::seven_point),
+                                           laplacian_3d(24, 20, 16, Stencil::twenty_seven_point),
+                                           laplacian_2d(300, 200, Stencil::nine_point), two_wide_levels(20000)};
+  for (std::size_t gi = 0; gi < grids.size(); ++gi) {
+    SCOPED_TRACE("matrix " + std::to_string(gi));
+    const Triangle first = make_triangle(grids[gi], 60 + gi), second = make_triangle(grids[gi], 70 + gi);
+    for (const Variant& v : all_variants()) {
+      const DeviceMatrix<double> m1(first, v), m2(second, v);
+      SptrsvPlan<double> plan(m1.view, options);
+      ASSERT_EQ(plan.algorithm(), SptrsvAlgorithm::cluster) << describe(SptrsvAlgorithm::cluster, v, 1);
+      ASSERT_EQ(plan.algorithm(8), SptrsvAlgorithm::cluster);
+      for (int nrhs : {1, 8, 9, 11}) check_solves(plan, first, v, nrhs, 2, describe(SptrsvAlgorithm::cluster, v, nrhs));
+      plan.update_values(m2.val.get());
+      check_solves(plan, second, v, 1, 1, describe(SptrsvAlgorithm::cluster, v, 1) + " after update_values");
+      if (HasFatalFailure()) return;
+    }
+    // In place and in single precision.
+    const Variant v{SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit};
+    const index_t n = first.lower.cols();
+    const DeviceMatrix<double> m(first, v);
+    SptrsvPlan<double> plan(m.view, options);
+    const std::vector<double> b_host = random_rhs(n, 8, 61);
+    DeviceVector<double> bx(b_host);
+    plan.solve(bx.get(), n, bx.get(), n, 8);
+    plan.check();
+    const std::vector<double> ref = reference_solve(first.lower, false, false, b_host, 8);
+    EXPECT_LE(relative_error(bx.download(), ref), tolerance<double>(first)) << "in place";
+    const DeviceMatrix<float> mf(first, v);
+    SptrsvPlan<float> plan_f(mf.view, options);
+    ASSERT_EQ(plan_f.algorithm(), SptrsvAlgorithm::cluster);
+    check_solves(plan_f, first, v, 8, 1, "cluster float");
+  }
+  const Triangle chain = make_triangle(random_chain(3000, 4, 7), 2);
+  const DeviceMatrix<double> mc(chain, {SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit});
+  EXPECT_EQ(SptrsvPlan<double>(mc.view, options).algorithm(), SptrsvAlgorithm::fused_level);
+}
+
+// A 7-point grid of about 1,200 rows per level: auto runs fused_level for one right-hand side and, on a GPU
+// of compute capability 9.0, cluster for passes of several (fused_level on older ones).
+TEST(Sptrsv, AutoTakesClusterForSeveralRightHandSidesOnWideLevels) {
+  SPADE_REQUIRE_GPU();
+  int device = 0, major = 0;
+  SPADE_CUDA_CHECK(cudaGetDevice(&device));
+  SPADE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  const Triangle t = make_triangle(laplacian_3d(60, 60, 60, Stencil::seven_point), 44);
+  for (const Variant& v : {Variant{SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit},
+                           Variant{SparseFormat::csc, TriangleKind::upper, DiagonalKind::unit}}) {
+    const DeviceMatrix<double> m(t, v);
+    SptrsvPlan<double> plan(m.view);
+    ASSERT_EQ(plan.algorithm(), SptrsvAlgorithm::fused_level);
+    ASSERT_EQ(plan.algorithm(8), major >= 9 ? SptrsvAlgorithm::cluster : SptrsvAlgorithm::fused_level);
+    for (int nrhs : {1, 8, 9, 16}) check_solves(plan, t, v, nrhs, 2, describe(plan.algorithm(nrhs), v, nrhs));
   }
 }
 

@@ -59,7 +59,8 @@ enum class SptrsvAlgorithm {
               ///< (n / levels; 300 from 3.5 entries per row, diagonal included), else fused_level from 3.5
               ///< entries per row, else fused; the fused kernels choose thread- or warp-level work per
               ///< chunk from the nonzeros per row. Where auto takes fused_level and the levels hold at
-              ///< most 10,000 entries on average, passes of several right-hand sides run level_block (the
+              ///< least 450 rows on average, passes of several right-hand sides run cluster where its layout
+              ///< fits, else where the levels hold at most 10,000 entries on average level_block (the
               ///< plan then also holds level_block's packed copy); SptrsvPlan::algorithm(nrhs) tells which
   levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017)
   levc,       ///< "levc": level sets, one launch per level, a warp per column on CSC with atomic updates (Li 2017)
@@ -81,9 +82,17 @@ enum class SptrsvAlgorithm {
                 ///< wider ones are read into registers ahead. Several right-hand sides run one thread
                 ///< block each, side by side on separate SMs, in about the time of one. Holds a second
                 ///< copy of the triangle as fused_level does, and a third, packed by level, for the copies
+  cluster,      ///< "cluster": the level sets (Li 2017) of the rows renumbered in level order, each level split
+                ///< over the 16 thread blocks of one thread block cluster per right-hand side (compute
+                ///< capability 9.0); solution values go straight into the shared memory of the blocks that
+                ///< read them (st.async, counted on their mbarriers), a cluster barrier between levels: for
+                ///< levels too wide for one SM. Needs rows that read nothing more than D <= 15 levels back and
+                ///< a block's share of the entries of D + 1 consecutive levels to fit its shared memory;
+                ///< where they do not (or on an older GPU) the plan runs fused_level, and algorithm() says so
 };
 
-/// "auto", "levr", "levc", "slfr", "slfc", "syncfree", "thread", "fused", "fused_level", "level_block".
+/// "auto", "levr", "levc", "slfr", "slfc", "syncfree", "thread", "fused", "fused_level", "level_block",
+/// "cluster".
 const char* to_string(SptrsvAlgorithm algorithm);
 /// Inverse of to_string; throws InvalidInput for an unknown name.
 SptrsvAlgorithm sptrsv_algorithm_from_string(const std::string& name);
