@@ -431,11 +431,15 @@ void print_tables(const std::vector<Row>& rows) {
               }());
   for (std::size_t a = 0; a < timed_algorithms.size() + (time_auto ? 1 : 0); ++a) {
     double l = 0;
+    int timed = 0;  // matrices the algorithm ran on (cluster's layout does not fit every one)
     for (const Row& r : rows) {
       const Result& o = a < timed_algorithms.size() ? r.ours[a] : r.automatic;
+      if (std::isnan(o.solve)) continue;
       l += std::log(o.solve8 / o.solve);
+      ++timed;
     }
-    std::printf(", %s %.2f", a < timed_algorithms.size() ? spade::to_string(timed_algorithms[a]) : "auto", std::exp(l / count));
+    std::printf(", %s %.2f", a < timed_algorithms.size() ? spade::to_string(timed_algorithms[a]) : "auto",
+                std::exp(l / std::max(timed, 1)));
   }
   std::printf(".\n");
 }
