@@ -148,9 +148,9 @@ constexpr double kAutoMultiRhsLevelBlockEntries = 10000;
 /// auto: where it takes fused_level, passes of several right-hand sides run cluster from this many rows per
 /// level on, where cluster's layout fits (compute capability 9.0). cluster runs the 8 columns of a pass as
 /// 8 clusters side by side; H100, version 15, 8 right-hand sides: cluster faster than level_block and
-/// fused_level on every 3D grid from 493 rows per level (lap3d27 32 x 64 x 1024: 10.8 against level_block's
-/// 21.5 ms; lap3d7 100^3: 0.98 against fused_level's 2.46 ms), slower at 342 (lap2d9 1024^2, 7.15 against
-/// level_block's 4.61 ms). For one right-hand side it was slower than fused_level on every grid.
+/// fused_level on every 3D grid from 493 rows per level (lap3d27 32 x 64 x 1024: 10.9 against level_block's
+/// 20.8 ms; lap3d7 100^3: 0.974 against fused_level's 2.46 ms), slower at 342 (lap2d9 1024^2, 7.19 against
+/// level_block's 4.57 ms). For one right-hand side it was slower than fused_level on every grid.
 constexpr double kAutoMultiRhsClusterRowsPerLevel = 450;
 
 const char* inspect_message(int code) {
