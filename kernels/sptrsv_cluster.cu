@@ -36,6 +36,11 @@ static_assert(kBarrierBytes % 16 == 0, "the ring starts 16-byte aligned");
 
 constexpr int kThreads = 256;
 
+/// Dynamic shared memory of a cluster block: the mbarriers and the ring of values of value_bytes each.
+int cluster_shared_bytes(const ClusterLayout& c, std::size_t value_bytes) {
+  return kBarrierBytes + int(value_bytes << c.ring_log2);
+}
+
 /// The first row of block b's share of the level with rows [first, next) (blocks shares, sizes differ
 /// by at most one).
 __host__ __device__ inline index_t share_begin(index_t first, index_t next, int b, int blocks) {
@@ -348,10 +353,6 @@ void launch(const LowerPart<T>& L, const ClusterLayout& c, const RhsPass<T>& rhs
 }
 
 }  // namespace
-
-int cluster_shared_bytes(const ClusterLayout& c, std::size_t value_bytes) {
-  return kBarrierBytes + int(value_bytes << c.ring_log2);
-}
 
 void cluster_shares(index_t n, int nlev, int blocks, const std::int32_t* level_ptr, const std::int32_t* ptr,
                     const index_t* ind, int* row_level, std::int32_t* count, int* measures, cudaStream_t stream) {

@@ -297,9 +297,6 @@ struct ClusterLayout {
 /// distance + 1, at least 2 (a level's mbarrier is armed for its next level one level later).
 __host__ __device__ inline int cluster_barriers(const ClusterLayout& c) { return c.distance + 1 > 2 ? c.distance + 1 : 2; }
 
-/// Dynamic shared memory of a cluster block: the mbarriers and the ring of values of value_bytes each.
-int cluster_shared_bytes(const ClusterLayout& c, std::size_t value_bytes);
-
 /// The first measurements of the layout of the level-ordered part (ptr, ind; nlev levels level_ptr):
 /// row_level (n ints), count[b * nlev + l] = entries of share (b, l), measures[kClusterDistance] and
 /// measures[kClusterRows] (atomic maxima).

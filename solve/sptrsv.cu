@@ -247,6 +247,8 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   const bool csr = a.format == SparseFormat::csr;
   algorithm = options.algorithm;
   const bool automatic = algorithm == SptrsvAlgorithm::automatic;
+  // What passes of several right-hand sides run where cluster's layout does not fit.
+  SptrsvAlgorithm multi_without_cluster = SptrsvAlgorithm::automatic;
 
   // Everything the analysis and the solves can need, in one allocation. auto may end with levr or fused;
   // both run on CSR.
@@ -390,10 +392,10 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
                   : dense ? SptrsvAlgorithm::fused_level
                           : SptrsvAlgorithm::fused;
       if (algorithm == SptrsvAlgorithm::fused_level) {
-        if (rows_per_level >= kAutoMultiRhsClusterRowsPerLevel)
-          multi_algorithm = SptrsvAlgorithm::cluster;
-        else if (rows_per_level * entries_per_row <= kAutoMultiRhsLevelBlockEntries)
-          multi_algorithm = SptrsvAlgorithm::level_block;
+        if (rows_per_level * entries_per_row <= kAutoMultiRhsLevelBlockEntries)
+          multi_without_cluster = SptrsvAlgorithm::level_block;
+        multi_algorithm = rows_per_level >= kAutoMultiRhsClusterRowsPerLevel ? SptrsvAlgorithm::cluster
+                                                                             : multi_without_cluster;
       }
     }
   }
@@ -444,10 +446,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     if (!build_cluster(nlev, level, work, work2, stream)) {
       if (algorithm == SptrsvAlgorithm::cluster) algorithm = SptrsvAlgorithm::fused_level;
       if (multi_algorithm == SptrsvAlgorithm::cluster)
-        multi_algorithm = automatic && double(n) * (1.0 + double(m) / n) / std::max(nlev, 1) <=
-                                           kAutoMultiRhsLevelBlockEntries
-                              ? SptrsvAlgorithm::level_block
-                              : algorithm;
+        multi_algorithm = multi_without_cluster == SptrsvAlgorithm::automatic ? algorithm : multi_without_cluster;
     }
   }
   if (flagged) {
@@ -541,7 +540,7 @@ bool SptrsvPlan<T>::Impl::build_cluster(int nlev, int* row_level, std::int32_t* 
                                         cudaStream_t stream) {
   // The shares of every level in every block and their entries, the most levels a row reads back, the
   // ring that distance + 1 levels need; then, where the layout fits, the push codes (a histogram of the
-  // columns, its scan, a scatter). counts must hold n + 1 ints, cursor n.
+  // columns, its scan, a scatter). counts and cursor: n ints each.
   int device = 0, major = 0;
   SPADE_CUDA_CHECK(cudaGetDevice(&device));
   SPADE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
@@ -582,11 +581,12 @@ bool SptrsvPlan<T>::Impl::build_cluster(int nlev, int* row_level, std::int32_t* 
   ks::histogram(m, ind, counts, stream);
   ks::exclusive_scan(n, counts, push_ptr, temp, temp_bytes, stream);
   SPADE_CUDA_CHECK(cudaMemsetAsync(cursor, 0, sizeof(std::int32_t) * n, stream));
-  cluster.row_slot = cluster_data.at<std::int32_t>(o_row_slot);
+  std::int32_t* row_slot = cluster_data.at<std::int32_t>(o_row_slot);
+  std::uint32_t* push = cluster_data.at<std::uint32_t>(o_push);
+  cluster.row_slot = row_slot;
   cluster.push_ptr = push_ptr;
-  cluster.push = cluster_data.at<std::uint32_t>(o_push);
-  ks::cluster_pushes(n, cluster, row_level, ptr, ind, cursor, cluster_data.at<std::int32_t>(o_row_slot),
-                     cluster_data.at<std::uint32_t>(o_push), stream);
+  cluster.push = push;
+  ks::cluster_pushes(n, cluster, row_level, ptr, ind, cursor, row_slot, push, stream);
   return true;
 }
 
