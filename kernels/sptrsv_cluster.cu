@@ -19,7 +19,8 @@
 //    level l - 1.
 //
 // A thread (or V lanes) per row, the row data read into registers one level ahead as in
-// kernels/sptrsv_block_direct.cu. Waits are bounded by the plan's spin limit: a wait that gives up
+// kernels/sptrsv_block_direct.cu (blocks of at most kClusterMaxThreads threads, so that the registers hold
+// it without spilling). Waits are bounded by the plan's spin limit: a wait that gives up
 // records kStatusSpinTimeout and the block goes on without waiting (wrong values, reported by check()),
 // so the barriers stay matched and the kernel ends.
 #include "kernels/cluster.cuh"
@@ -35,16 +36,17 @@ constexpr int kBarrierBytes = 8 * (kClusterMaxDistance + 1);
 static_assert(kBarrierBytes % 16 == 0, "the ring starts 16-byte aligned");
 
 constexpr int kThreads = 256;
+constexpr int C = kClusterBlocks;
 
 /// Dynamic shared memory of a cluster block: the mbarriers and the ring of values of value_bytes each.
 int cluster_shared_bytes(const ClusterLayout& c, std::size_t value_bytes) {
   return kBarrierBytes + int(value_bytes << c.ring_log2);
 }
 
-/// The first row of block b's share of the level with rows [first, next) (blocks shares, sizes differ
-/// by at most one).
-__host__ __device__ inline index_t share_begin(index_t first, index_t next, int b, int blocks) {
-  return first + index_t((std::int64_t(b) * (next - first) + blocks - 1) / blocks);
+/// The first row of block b's share of the level with rows [first, next) (C shares, sizes differ by at
+/// most one; C a power of two, so the division is a shift).
+__host__ __device__ inline index_t share_begin(index_t first, index_t next, int b) {
+  return first + index_t((std::uint64_t(b) * std::uint64_t(next - first) + C - 1) / C);
 }
 
 // ---- analysis ----
@@ -83,14 +85,14 @@ __global__ void distance_kernel(index_t n, const std::int32_t* ptr, const index_
 
 /// Thread i = b * nlev + l: the entries of block b's share of level l into count[i];
 /// measures[kClusterRows] := the most rows of a share.
-__global__ void shares_kernel(int nlev, int blocks, const std::int32_t* level_ptr, const std::int32_t* ptr,
+__global__ void shares_kernel(int nlev, const std::int32_t* level_ptr, const std::int32_t* ptr,
                               std::int32_t* count, int* measures) {
   const std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
   int rows = 0;
-  if (i < std::int64_t(nlev) * blocks) {
+  if (i < std::int64_t(nlev) * C) {
     const int b = int(i / nlev), l = int(i % nlev);
     const index_t first = level_ptr[l], next = level_ptr[l + 1];
-    const index_t begin = share_begin(first, next, b, blocks), end = share_begin(first, next, b + 1, blocks);
+    const index_t begin = share_begin(first, next, b), end = share_begin(first, next, b + 1);
     count[i] = ptr[end] - ptr[begin];
     rows = end - begin;
   }
@@ -99,10 +101,10 @@ __global__ void shares_kernel(int nlev, int blocks, const std::int32_t* level_pt
 
 /// measures[kClusterWindow] := the most entries of D + 1 consecutive levels in one block (segment: the
 /// exclusive scan of the shares' entries, block-major).
-__global__ void window_kernel(int nlev, int blocks, const std::int32_t* segment, int* measures) {
+__global__ void window_kernel(int nlev, const std::int32_t* segment, int* measures) {
   const std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
   int w = 0;
-  if (i < std::int64_t(nlev) * blocks) {
+  if (i < std::int64_t(nlev) * C) {
     const int b = int(i / nlev), l = int(i % nlev);
     const int last = min(l + measures[kClusterDistance] + 1, nlev);
     w = segment[std::int64_t(b) * nlev + last] - segment[i];
@@ -118,8 +120,8 @@ __global__ void pushes_kernel(index_t n, ClusterLayout c, const int* row_level, 
   if (p >= n) return;
   const int l = row_level[p];
   const index_t first = c.level_ptr[l], next = c.level_ptr[l + 1];
-  const int b = int(std::int64_t(p - first) * c.blocks / (next - first));
-  const index_t begin = share_begin(first, next, b, c.blocks);
+  const int b = int(std::int64_t(p - first) * C / (next - first));
+  const index_t begin = share_begin(first, next, b);
   const std::int64_t block_first = std::int64_t(b) * c.nlev;
   const std::int32_t base = c.segment[block_first + l] - c.segment[block_first] + ptr[p] - ptr[begin];
   const std::int32_t mask = (std::int32_t(1) << c.ring_log2) - 1;
@@ -157,7 +159,7 @@ struct RowAhead {
 };
 
 template <typename T, int V>
-__global__ void __launch_bounds__(kLevelBlockMaxThreads, 1)
+__global__ void __launch_bounds__(kClusterMaxThreads, 1)
     cluster_kernel(LowerPart<T> L, ClusterLayout c, RhsPass<T> pass, DeviceStatus* status) {
 #if SPADE_CLUSTER_ARCH
   constexpr int K = kLevelBlockEntries;
@@ -166,7 +168,7 @@ __global__ void __launch_bounds__(kLevelBlockMaxThreads, 1)
   T* ring = reinterpret_cast<T*>(cluster_shared + kBarrierBytes);
   const unsigned ring_address = cl::shared_address(ring);
   const std::int32_t mask = (std::int32_t(1) << c.ring_log2) - 1;
-  const int C = c.blocks, R = cluster_barriers(c), nlev = c.nlev;
+  const int R = cluster_barriers(c), nlev = c.nlev;
   const int rank = int(cl::rank());
   const index_t n = L.n;
   RhsPass<T> rhs = pass;
@@ -189,8 +191,8 @@ __global__ void __launch_bounds__(kLevelBlockMaxThreads, 1)
   auto level_first = [&](int l) { return l <= nlev ? index_t(c.level_ptr[l]) : n; };
   // This thread's row of this block's share of the level [first, next), -1 if none.
   auto row_of = [&](index_t first, index_t next) {
-    const index_t p = share_begin(first, next, rank, C) + g;
-    return p < share_begin(first, next, rank + 1, C) ? p : index_t(-1);
+    const index_t p = share_begin(first, next, rank) + g;
+    return p < share_begin(first, next, rank + 1) ? p : index_t(-1);
   };
   // Stage A: the row's ranges and slot (level l + 2 at level l); stage B: the rest (level l + 1).
   auto load_a = [&](RowAhead<T>& r, index_t p, std::int32_t& orig) {
@@ -221,22 +223,29 @@ __global__ void __launch_bounds__(kLevelBlockMaxThreads, 1)
   load_b(cur, orig_b);
   load_a(a, row_of(q1, q2), orig_a);
 
+  // Level l waits on mbarrier `bar` (l mod R) for its phase of parity l / R mod 2; `last` is level
+  // l - 1's mbarrier.
+  int bar = 0, last = R - 1;
+  unsigned parity = 0;
   for (int l = 0; l < nlev; ++l) {
-    // Read ahead: level l + 4's first row, stage A of level l + 2, stage B of level l + 1.
+    // Read ahead: level l + 4's first row, stage A of level l + 2, stage B of level l + 1, and the bytes
+    // that re-arm level l - 1's mbarrier for level l - 1 + R.
     const index_t q4 = level_first(l + 4);
     RowAhead<T> a2;
     std::int32_t orig_a2 = 0;
     load_a(a2, row_of(q2, q3), orig_a2);
     RowAhead<T> next = a;
     load_b(next, orig_a);
+    const bool arm = threadIdx.x == 0 && l >= 1 && l - 1 + R < nlev;
+    const unsigned arm_bytes = arm ? share_bytes(l - 1 + R) : 0u;
     const T inv_d = T(1) / cur.d;
 
     // Wait for the values of level l's entries in this block.
     if (!failed) {
       long long polls = 0;
-      while (!cl::try_wait(barriers + 8u * unsigned(l % R), unsigned(l / R) & 1u))
+      while (!cl::try_wait(barriers + 8u * unsigned(bar), parity))
         if (++polls >= limit) {
-          report_status(status, kStatusSpinTimeout, int(share_begin(q0, q1, rank, C)));
+          report_status(status, kStatusSpinTimeout, int(share_begin(q0, q1, rank)));
           failed = true;
           break;
         }
@@ -261,8 +270,7 @@ __global__ void __launch_bounds__(kLevelBlockMaxThreads, 1)
     // before anyone waits for that level; values may arrive before the arming, the phase cannot complete
     // without it).
     cl::wait();
-    if (threadIdx.x == 0 && l >= 1 && l - 1 + R < nlev)
-      cl::expect_bytes(barriers + 8u * unsigned((l - 1) % R), share_bytes(l - 1 + R));
+    if (arm) cl::expect_bytes(barriers + 8u * unsigned(last), arm_bytes);
     if (cur.p >= 0) {
 #pragma unroll
       for (int t = 0; t < K; ++t)
@@ -271,8 +279,8 @@ __global__ void __launch_bounds__(kLevelBlockMaxThreads, 1)
         push_value(c.push[u], x, ring_address, barriers);
     }
     // Further passes over a share wider than G rows, reading their data as they go.
-    const index_t share_end = share_begin(q0, q1, rank + 1, C);
-    for (index_t base = share_begin(q0, q1, rank, C) + G; base < share_end; base += G) {
+    const index_t share_end = share_begin(q0, q1, rank + 1);
+    for (index_t base = share_begin(q0, q1, rank) + G; base < share_end; base += G) {
       const index_t p = base + g;
       const bool in = p < share_end;
       const std::int32_t k0 = in ? L.ptr[p] : 0, k1 = in ? L.ptr[p + 1] : 0, slot = in ? c.row_slot[p] : 0;
@@ -293,6 +301,8 @@ __global__ void __launch_bounds__(kLevelBlockMaxThreads, 1)
     cur = next;
     a = a2;
     orig_a = orig_a2;
+    last = bar;
+    if (++bar == R) bar = 0, parity ^= 1u;
   }
   // Matches the last arrive: no block leaves while another may still push into it.
   cl::wait();
@@ -311,12 +321,12 @@ cudaLaunchConfig_t launch_config(const ClusterLayout& c, int nr, cudaStream_t st
   cuda_check(configured, "cudaFuncSetAttribute(cluster_kernel)", __FILE__, __LINE__);
   const long long wanted = (static_cast<long long>(V) * std::max(c.max_rows, 1) + kWarpSize - 1) / kWarpSize * kWarpSize;
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(unsigned(c.blocks) * unsigned(nr));
-  config.blockDim = dim3(unsigned(std::min<long long>(wanted, kLevelBlockMaxThreads)));
+  config.gridDim = dim3(unsigned(C) * unsigned(nr));
+  config.blockDim = dim3(unsigned(std::min<long long>(wanted, kClusterMaxThreads)));
   config.dynamicSmemBytes = cluster_shared_bytes(c, sizeof(T));
   config.stream = stream;
   attribute->id = cudaLaunchAttributeClusterDimension;
-  attribute->val.clusterDim.x = unsigned(c.blocks);
+  attribute->val.clusterDim.x = unsigned(C);
   attribute->val.clusterDim.y = 1;
   attribute->val.clusterDim.z = 1;
   config.attrs = attribute;
@@ -354,22 +364,21 @@ void launch(const LowerPart<T>& L, const ClusterLayout& c, const RhsPass<T>& rhs
 
 }  // namespace
 
-void cluster_shares(index_t n, int nlev, int blocks, const std::int32_t* level_ptr, const std::int32_t* ptr,
+void cluster_shares(index_t n, int nlev, const std::int32_t* level_ptr, const std::int32_t* ptr,
                     const index_t* ind, int* row_level, std::int32_t* count, int* measures, cudaStream_t stream) {
   if (n == 0) return;
   row_levels_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, nlev, level_ptr, row_level);
   check_launch("row_levels_kernel");
   distance_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, ptr, ind, row_level, measures);
   check_launch("distance_kernel");
-  shares_kernel<<<blocks_for(std::int64_t(nlev) * blocks, kThreads), kThreads, 0, stream>>>(nlev, blocks, level_ptr,
-                                                                                           ptr, count, measures);
+  shares_kernel<<<blocks_for(std::int64_t(nlev) * C, kThreads), kThreads, 0, stream>>>(nlev, level_ptr, ptr, count,
+                                                                                      measures);
   check_launch("shares_kernel");
 }
 
-void cluster_window(int nlev, int blocks, const std::int32_t* segment, int* measures, cudaStream_t stream) {
+void cluster_window(int nlev, const std::int32_t* segment, int* measures, cudaStream_t stream) {
   if (nlev == 0) return;
-  window_kernel<<<blocks_for(std::int64_t(nlev) * blocks, kThreads), kThreads, 0, stream>>>(nlev, blocks, segment,
-                                                                                           measures);
+  window_kernel<<<blocks_for(std::int64_t(nlev) * C, kThreads), kThreads, 0, stream>>>(nlev, segment, measures);
   check_launch("window_kernel");
 }
 
@@ -391,6 +400,10 @@ bool cluster_fits(const ClusterLayout& c, double entries_per_row) {
     case 16: return fits<T, 16>(c);
     default: return fits<T, 32>(c);
   }
+}
+
+bool cluster_one_pass(const ClusterLayout& c, double entries_per_row) {
+  return static_cast<long long>(c.max_rows) * lanes_per_row(entries_per_row) <= kClusterMaxThreads;
 }
 
 template <typename T>

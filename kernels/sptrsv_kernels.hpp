@@ -271,21 +271,24 @@ constexpr int kClusterBlocks = 16;
 constexpr int kClusterMaxDistance = 15;
 /// The ring slots of a block are numbered in 16 bits (push codes: slot, mbarrier << 16, block << 20).
 constexpr int kClusterMaxRingLog2 = 16;
+/// The most threads of a cluster block: at 128 registers a thread holds the rows it reads ahead without
+/// spilling (at 1024 threads, 64 registers, it spilled them and waited for each level's loads; H100,
+/// version 16: lap2d5 1024^2 4.78 -> 2.34 ms). A share of more rows than fit is solved in further passes.
+constexpr int kClusterMaxThreads = 512;
 /// Indices of the words cluster_shares and cluster_window compute (zeroed by the caller).
 enum ClusterMeasure : int { kClusterDistance = 0, kClusterRows = 1, kClusterWindow = 2 };
 
 /// cluster's layout of the level-ordered part, device memory. Level l's rows [level_ptr[l],
-/// level_ptr[l + 1]) are split into `blocks` shares of consecutive rows (share b starts at row
-/// level_ptr[l] + ceil(b * size / blocks)); every entry has a slot in the ring of the block whose share
+/// level_ptr[l + 1]) are split into kClusterBlocks shares of consecutive rows (share b starts at row
+/// level_ptr[l] + ceil(b * size / kClusterBlocks)); every entry has a slot in the ring of the block whose share
 /// holds its row, the entries of a share in consecutive slots (modulo the ring size).
 struct ClusterLayout {
-  int blocks = 0;     ///< thread blocks per cluster, one cluster per right-hand side
   int distance = 0;   ///< the most levels between a row and a row it reads
   int ring_log2 = 0;  ///< slots per block's ring: 2^ring_log2, enough for distance + 1 levels' shares
   int max_rows = 0;   ///< the most rows of one share (sets the block size)
   int nlev = 0;
   const std::int32_t* level_ptr = nullptr;  ///< nlev + 1
-  const std::int32_t* segment = nullptr;    ///< nlev * blocks + 1: exclusive scan of the shares' entries,
+  const std::int32_t* segment = nullptr;    ///< nlev * kClusterBlocks + 1: exclusive scan of the shares' entries,
                                             ///< block-major (share (b, l) at b * nlev + l)
   const std::int32_t* row_slot = nullptr;   ///< n: ring slot of each row's first entry
   const std::int32_t* push_ptr = nullptr;   ///< n + 1: row c's push codes are push[push_ptr[c] ..)
@@ -295,25 +298,30 @@ struct ClusterLayout {
 
 /// The mbarriers of a cluster block, used in turn by the levels (level l waits on mbarrier l mod this):
 /// distance + 1, at least 2 (a level's mbarrier is armed for its next level one level later).
-__host__ __device__ inline int cluster_barriers(const ClusterLayout& c) { return c.distance + 1 > 2 ? c.distance + 1 : 2; }
+__host__ __device__ inline int cluster_barriers(const ClusterLayout& c) {
+  return c.distance + 1 > 2 ? c.distance + 1 : 2;
+}
 
 /// The first measurements of the layout of the level-ordered part (ptr, ind; nlev levels level_ptr):
 /// row_level (n ints), count[b * nlev + l] = entries of share (b, l), measures[kClusterDistance] and
 /// measures[kClusterRows] (atomic maxima).
-void cluster_shares(index_t n, int nlev, int blocks, const std::int32_t* level_ptr, const std::int32_t* ptr,
+void cluster_shares(index_t n, int nlev, const std::int32_t* level_ptr, const std::int32_t* ptr,
                     const index_t* ind, int* row_level, std::int32_t* count, int* measures, cudaStream_t stream);
 /// measures[kClusterWindow] := the most entries of distance + 1 consecutive levels' shares of one block
 /// (segment: the exclusive scan of cluster_shares' counts).
-void cluster_window(int nlev, int blocks, const std::int32_t* segment, int* measures, cudaStream_t stream);
+void cluster_window(int nlev, const std::int32_t* segment, int* measures, cudaStream_t stream);
 /// Fills c.row_slot (row_slot) and the push codes (push, at c.push_ptr, the exclusive scan of the
 /// entries per column) of the layout c; cursor: n ints zeroed by the caller.
 void cluster_pushes(index_t n, const ClusterLayout& c, const int* row_level, const std::int32_t* ptr,
                     const index_t* ind, int* cursor, std::int32_t* row_slot, std::uint32_t* push,
                     cudaStream_t stream);
-/// Whether a cluster of c.blocks blocks of this layout can run on the current device (its shared memory
+/// Whether a cluster of kClusterBlocks blocks of this layout can run on the current device (its shared memory
 /// fits, the build has sm_90 code, and the occupancy calculator finds room for one cluster).
 template <typename T>
 bool cluster_fits(const ClusterLayout& c, double entries_per_row);
+/// Whether every share of layout c is solved in one pass of its block (its rows times the lanes per row
+/// of entries_per_row at most kClusterMaxThreads), where each row is read ahead of its level.
+bool cluster_one_pass(const ClusterLayout& c, double entries_per_row);
 
 /// cluster: one thread block cluster per right-hand side walks the levels of the level-ordered part L
 /// (L.perm given), each level split over its blocks, solution values pushed into the readers' shared

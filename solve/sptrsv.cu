@@ -145,13 +145,16 @@ constexpr double kAutoLevelBlockRowsDense = 300;
 /// level_block faster at 8 right-hand sides up to 12,900 entries per level (lap3d27 64 x 64 x 512, 23.5
 /// against 26.1 ms), slower from 13,000 (lap3d7 64 x 64 x 512, 6.30 against 5.24 ms).
 constexpr double kAutoMultiRhsLevelBlockEntries = 10000;
-/// auto: where it takes fused_level, passes of several right-hand sides run cluster from this many rows per
-/// level on, where cluster's layout fits (compute capability 9.0). cluster runs the 8 columns of a pass as
-/// 8 clusters side by side; H100, version 15, 8 right-hand sides: cluster faster than level_block and
-/// fused_level on every 3D grid from 493 rows per level (lap3d27 32 x 64 x 1024: 10.9 against level_block's
-/// 20.8 ms; lap3d7 100^3: 0.974 against fused_level's 2.46 ms), slower at 342 (lap2d9 1024^2, 7.19 against
-/// level_block's 4.57 ms). For one right-hand side it was slower than fused_level on every grid.
-constexpr double kAutoMultiRhsClusterRowsPerLevel = 450;
+/// auto: cluster instead of fused_level, and instead of level_block from this many entries per level (rows
+/// per level times entries per row, diagonal included), where cluster's layout fits (compute capability
+/// 9.0); one right-hand side only where every share takes one pass of its block (cluster_one_pass), passes
+/// of several in any case (cluster runs them as clusters side by side). H100, version 16, one right-hand
+/// side: cluster faster than fused_level on every grid it fits in one pass (lap3d27 64 x 64 x 512: 2.55
+/// against 5.61 ms; lap2d9 1024^2: 3.67 against 3.87), slower in two (lap3d7 128^3: 1.06 against 0.79);
+/// against level_block faster from 1,230 entries per level (lap2d5 512 x 2048: 2.94 against 3.47 ms;
+/// lap3d27 32 x 32 x 2048, 3,400 entries: 8.00 against 16.6), even at 1,140 (lap2d9 512 x 2048: 5.48
+/// against 5.41), slower at 723 (lap2d5 256 x 4096: 5.01 against 3.72).
+constexpr double kAutoClusterEntriesPerLevel = 1200;
 
 const char* inspect_message(int code) {
   switch (code) {
@@ -225,7 +228,8 @@ struct SptrsvPlan<T>::Impl {
   void analyse(const DeviceTriangle<T>& a, const SptrsvOptions& options, cudaStream_t stream);
   void build_level_sets(int* level, cudaStream_t stream);
   void build_level_pack(std::int32_t* work, void* temp, std::size_t temp_bytes, cudaStream_t stream);
-  bool build_cluster(int nlev, int* row_level, std::int32_t* counts, std::int32_t* cursor, cudaStream_t stream);
+  bool build_cluster(int nlev, double entries_per_row, int* row_level, std::int32_t* counts, std::int32_t* cursor,
+                     cudaStream_t stream);
   void reset_scratch(cudaStream_t stream);
   void allocate_multi_rhs(cudaStream_t stream);
 };
@@ -247,7 +251,9 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   const bool csr = a.format == SparseFormat::csr;
   algorithm = options.algorithm;
   const bool automatic = algorithm == SptrsvAlgorithm::automatic;
-  // What passes of several right-hand sides run where cluster's layout does not fit.
+  // What runs where cluster's layout does not fit (passes of several right-hand sides: automatic = the
+  // same as one), and for one right-hand side where auto's cluster would need more than one pass.
+  SptrsvAlgorithm without_cluster = SptrsvAlgorithm::fused_level;
   SptrsvAlgorithm multi_without_cluster = SptrsvAlgorithm::automatic;
 
   // Everything the analysis and the solves can need, in one allocation. auto may end with levr or fused;
@@ -391,11 +397,13 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
                       ? SptrsvAlgorithm::level_block
                   : dense ? SptrsvAlgorithm::fused_level
                           : SptrsvAlgorithm::fused;
-      if (algorithm == SptrsvAlgorithm::fused_level) {
-        if (rows_per_level * entries_per_row <= kAutoMultiRhsLevelBlockEntries)
-          multi_without_cluster = SptrsvAlgorithm::level_block;
-        multi_algorithm = rows_per_level >= kAutoMultiRhsClusterRowsPerLevel ? SptrsvAlgorithm::cluster
-                                                                             : multi_without_cluster;
+      const double entries_per_level = rows_per_level * entries_per_row;
+      if (algorithm == SptrsvAlgorithm::fused_level && entries_per_level <= kAutoMultiRhsLevelBlockEntries)
+        multi_without_cluster = SptrsvAlgorithm::level_block;
+      if (algorithm == SptrsvAlgorithm::fused_level ||
+          (algorithm == SptrsvAlgorithm::level_block && entries_per_level >= kAutoClusterEntriesPerLevel)) {
+        without_cluster = algorithm;
+        algorithm = multi_algorithm = SptrsvAlgorithm::cluster;
       }
     }
   }
@@ -440,13 +448,16 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   }
   if (algorithm == SptrsvAlgorithm::cluster || multi_algorithm == SptrsvAlgorithm::cluster) {
     // The level array is free once the level sets exist; so are the work arrays after the renumbering.
-    // Where the layout does not fit, cluster gives way to fused_level (auto's passes of several columns
-    // to what they would run without cluster).
+    // Where the layout does not fit, cluster gives way to fused_level (auto: to what it would run without
+    // cluster).
     const int nlev = read_control(stream).max_level;
-    if (!build_cluster(nlev, level, work, work2, stream)) {
-      if (algorithm == SptrsvAlgorithm::cluster) algorithm = SptrsvAlgorithm::fused_level;
+    const double entries_per_row = n > 0 ? double(m) / n : 0;  // below the diagonal, as stats.nnz_per_row
+    if (!build_cluster(nlev, entries_per_row, level, work, work2, stream)) {
+      if (algorithm == SptrsvAlgorithm::cluster) algorithm = without_cluster;
       if (multi_algorithm == SptrsvAlgorithm::cluster)
         multi_algorithm = multi_without_cluster == SptrsvAlgorithm::automatic ? algorithm : multi_without_cluster;
+    } else if (automatic && !ks::cluster_one_pass(cluster, entries_per_row)) {
+      algorithm = without_cluster;
     }
   }
   if (flagged) {
@@ -536,8 +547,8 @@ void SptrsvPlan<T>::Impl::build_level_pack(std::int32_t* work, void* temp, std::
 }
 
 template <typename T>
-bool SptrsvPlan<T>::Impl::build_cluster(int nlev, int* row_level, std::int32_t* counts, std::int32_t* cursor,
-                                        cudaStream_t stream) {
+bool SptrsvPlan<T>::Impl::build_cluster(int nlev, double entries_per_row, int* row_level, std::int32_t* counts,
+                                        std::int32_t* cursor, cudaStream_t stream) {
   // The shares of every level in every block and their entries, the most levels a row reads back, the
   // ring that distance + 1 levels need; then, where the layout fits, the push codes (a histogram of the
   // columns, its scan, a scatter). counts and cursor: n ints each.
@@ -546,8 +557,7 @@ bool SptrsvPlan<T>::Impl::build_cluster(int nlev, int* row_level, std::int32_t* 
   SPADE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   const index_t n = stats.n;
   if (major < 9 || n == 0 || nlev == 0) return false;
-  const int blocks = ks::kClusterBlocks;
-  const std::size_t shares = std::size_t(nlev) * blocks;
+  const std::size_t shares = std::size_t(nlev) * ks::kClusterBlocks;
   if (shares >= std::size_t(INT_MAX)) return false;
   Slab layout;
   const std::size_t temp_bytes = std::max(ks::scan_temp_bytes(index_t(shares)), ks::scan_temp_bytes(n));
@@ -561,17 +571,17 @@ bool SptrsvPlan<T>::Impl::build_cluster(int nlev, int* row_level, std::int32_t* 
   std::int32_t* share_count = cluster_data.at<std::int32_t>(o_count);
   std::int32_t* segment = cluster_data.at<std::int32_t>(o_segment);
   SPADE_CUDA_CHECK(cudaMemsetAsync(control->cluster, 0, sizeof(control->cluster), stream));
-  ks::cluster_shares(n, nlev, blocks, level_ptr, ptr, ind, row_level, share_count, control->cluster, stream);
+  ks::cluster_shares(n, nlev, level_ptr, ptr, ind, row_level, share_count, control->cluster, stream);
   ks::exclusive_scan(index_t(shares), share_count, segment, temp, temp_bytes, stream);
-  ks::cluster_window(nlev, blocks, segment, control->cluster, stream);
+  ks::cluster_window(nlev, segment, control->cluster, stream);
   const Control c = read_control(stream);
   const int distance = c.cluster[ks::kClusterDistance], window = c.cluster[ks::kClusterWindow];
   int ring_log2 = 0;
   while ((1 << ring_log2) < window && ring_log2 <= ks::kClusterMaxRingLog2) ++ring_log2;
-  cluster = {blocks, distance, ring_log2, c.cluster[ks::kClusterRows], nlev, level_ptr, segment, nullptr, nullptr,
+  cluster = {distance, ring_log2, c.cluster[ks::kClusterRows], nlev, level_ptr, segment, nullptr, nullptr,
              nullptr};
   if (distance > ks::kClusterMaxDistance || ring_log2 > ks::kClusterMaxRingLog2 ||
-      !ks::cluster_fits<T>(cluster, stats.nnz_per_row)) {
+      !ks::cluster_fits<T>(cluster, entries_per_row)) {
     cluster_data = Slab();
     cluster = {};
     return false;

@@ -58,10 +58,13 @@ enum class SptrsvAlgorithm {
               ///< sort); else, after the whole level analysis, level_block for at most 520 rows per level
               ///< (n / levels; 300 from 3.5 entries per row, diagonal included), else fused_level from 3.5
               ///< entries per row, else fused; the fused kernels choose thread- or warp-level work per
-              ///< chunk from the nonzeros per row. Where auto takes fused_level and the levels hold at
-              ///< least 450 rows on average, passes of several right-hand sides run cluster where its layout
-              ///< fits, else where the levels hold at most 10,000 entries on average level_block (the
-              ///< plan then also holds level_block's packed copy); SptrsvPlan::algorithm(nrhs) tells which
+              ///< chunk from the nonzeros per row. Where auto would take fused_level, or level_block on
+              ///< levels of at least 1,200 entries on average (diagonal included), it takes cluster where
+              ///< cluster's layout fits: for one right-hand side only where every block's share of a level
+              ///< takes one pass of the block, for several in any case. Where cluster does not fit in
+              ///< place of fused_level, passes of several right-hand sides run level_block on levels of at
+              ///< most 10,000 entries on average (the plan then also holds level_block's packed copy).
+              ///< SptrsvPlan::algorithm(nrhs) tells which algorithm a solve runs
   levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017)
   levc,       ///< "levc": level sets, one launch per level, a warp per column on CSC with atomic updates (Li 2017)
   slfr,       ///< "slfr": self-scheduling, a warp per row in level order, waits on ready flags (Li 2017)
