@@ -272,16 +272,17 @@ constexpr int kClusterMaxDistance = 15;
 /// The ring slots of a block are numbered in 16 bits (push codes: slot, mbarrier << 16, block << 20).
 constexpr int kClusterMaxRingLog2 = 16;
 /// The most threads of a cluster block: at 128 registers a thread holds the rows it reads ahead without
-/// spilling (at 1024 threads, 64 registers, it spilled them and waited for each level's loads; H100,
-/// version 16: lap2d5 1024^2 4.78 -> 2.34 ms). A share of more rows than fit is solved in further passes.
+/// spilling (at 1024 threads, 64 registers, it spilled them and waited for each level's loads; with the
+/// other changes of version 16, lap2d5 1024^2 went from 4.78 to 2.35 ms on the H100). A share of more rows
+/// than fit is solved in further passes.
 constexpr int kClusterMaxThreads = 512;
 /// Indices of the words cluster_shares and cluster_window compute (zeroed by the caller).
 enum ClusterMeasure : int { kClusterDistance = 0, kClusterRows = 1, kClusterWindow = 2 };
 
 /// cluster's layout of the level-ordered part, device memory. Level l's rows [level_ptr[l],
 /// level_ptr[l + 1]) are split into kClusterBlocks shares of consecutive rows (share b starts at row
-/// level_ptr[l] + ceil(b * size / kClusterBlocks)); every entry has a slot in the ring of the block whose share
-/// holds its row, the entries of a share in consecutive slots (modulo the ring size).
+/// level_ptr[l] + ceil(b * size / kClusterBlocks)); every entry has a slot in the ring of the block whose
+/// share holds its row, the entries of a share in consecutive slots (modulo the ring size).
 struct ClusterLayout {
   int distance = 0;   ///< the most levels between a row and a row it reads
   int ring_log2 = 0;  ///< slots per block's ring: 2^ring_log2, enough for distance + 1 levels' shares
