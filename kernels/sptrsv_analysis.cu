@@ -13,42 +13,99 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// inspect and scatter run a warp per segment: a few long rows (arrow matrices such as c-62) would keep one
-// thread busy for the whole analysis.
+// inspect, scatter and perm_fill: a warp takes 32 consecutive segments (rows or columns), lane l holding
+// segment first + l, and sweeps their entries as one range, 32 consecutive entries at a time, each lane
+// finding the segment of its entry among the lanes' ends. Loads and stores stay coalesced whatever the
+// lengths: a warp per segment leaves most lanes idle on short ones (3D grids: 3 to 13 entries), a lane per
+// segment scatters its stores, and a lane alone would keep a long one (arrow matrices such as c-62:
+// thousands of entries) busy for the whole analysis.
+
+/// The lane whose segment holds entry k, where lane l holds `end`, the end of its segment, the segments
+/// are consecutive and k lies below lane 31's end: the number of lanes whose segment ends at or before k.
+__device__ inline int owner_lane(std::int32_t end, std::int32_t k) {
+  int lane = 0;
+#pragma unroll
+  for (int step = kWarpSize / 2; step > 0; step /= 2)
+    if (__shfl_sync(kFullMask, end, lane + step - 1) <= k) lane += step;
+  return lane;
+}
+
+/// inspect_kernel's result for one segment: the first problem found (a kBad* code, 0 if none) and the
+/// diagonal entry's position (-1 if absent), gathered in shared memory from the lanes that see its entries.
+struct Inspection {
+  int code;
+  std::int32_t dpos;
+};
+
+/// The problem with entry k (index q) of segment o, which starts at begin, or 0.
 template <typename T>
-__global__ void inspect_kernel(InputTriangle<T> in, std::int32_t* count, T* diag, std::int32_t* diag_src,
-                               unsigned long long* bad, int* zero_row) {
-  const index_t o = (blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
-  if (o >= in.n) return;
-  const std::int32_t begin = in.ptr[o], end = in.ptr[o + 1];
-  const index_t internal = in.lower ? o : in.n - 1 - o;
-  int code = 0;
-  if (begin < 0 || end < begin || end > in.nnz || (o == in.n - 1 && end != in.nnz) || (o == 0 && begin != 0))
-    code = kBadPointer;
-  int off = 0, dpos = -1;
+__device__ inline int entry_problem(const InputTriangle<T>& in, index_t o, std::int32_t begin, std::int32_t k,
+                                    index_t q) {
   // Entries on the wrong side: for CSR lower the column must not exceed the row, and so on.
   const bool inner_le_outer = (in.csr == in.lower);
-  for (std::int32_t k = begin + lane; code == 0 && k < end; k += kWarpSize) {
-    const index_t q = in.ind[k];
-    if (q < 0 || q >= in.n) code = kBadIndex;
-    else if (k > begin && q <= in.ind[k - 1]) code = kUnsorted;
-    else if (inner_le_outer ? q > o : q < o) code = kWrongTriangle;
-    else if (q == o) dpos = k;
-    else ++off;
+  if (q < 0 || q >= in.n) return kBadIndex;
+  if (k > begin && q <= in.ind[k - 1]) return kUnsorted;
+  if (inner_le_outer ? q > o : q < o) return kWrongTriangle;
+  return 0;
+}
+
+constexpr int kInspectWarps = kThreads / kWarpSize;
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    inspect_kernel(InputTriangle<T> in, std::int32_t* count, T* diag, std::int32_t* diag_src,
+                   unsigned long long* bad, int* zero_row) {
+  __shared__ Inspection found[kInspectWarps][kWarpSize];
+  const index_t first = (blockIdx.x * index_t(blockDim.x) + threadIdx.x) / kWarpSize * kWarpSize;
+  if (first >= in.n) return;  // the whole warp
+  const int lane = threadIdx.x % kWarpSize;
+  Inspection* mine = found[threadIdx.x / kWarpSize];
+  const index_t o = first + lane;
+  const bool active = o < in.n;
+  const std::int32_t begin = active ? in.ptr[o] : 0, end = active ? in.ptr[o + 1] : 0;
+  const bool bad_pointer = active && (begin < 0 || end < begin || end > in.nnz ||
+                                      (o == in.n - 1 && end != in.nnz) || (o == 0 && begin != 0));
+  mine[lane] = {bad_pointer ? int(kBadPointer) : 0, -1};
+  __syncwarp();
+  if (!__any_sync(kFullMask, bad_pointer)) {
+    // The segments are consecutive: sweep [first segment's begin, last active segment's end).
+    const std::int32_t from = __shfl_sync(kFullMask, begin, 0);
+    const std::int32_t to = __shfl_sync(kFullMask, end, int(min(in.n - first, index_t(kWarpSize))) - 1);
+    const std::int32_t lane_end = active ? end : to;
+    for (std::int32_t base = from; base < to; base += kWarpSize) {
+      const std::int32_t k = base + lane;
+      const int owner = owner_lane(lane_end, min(k, to - 1));
+      const std::int32_t b = __shfl_sync(kFullMask, begin, owner);
+      if (k >= to) continue;
+      const index_t q = in.ind[k], s = first + owner;
+      const int problem = entry_problem(in, s, b, k, q);
+      if (problem != 0) atomicMax(&mine[owner].code, problem);
+      else if (q == s) mine[owner].dpos = k;
+    }
+  } else if (active && !bad_pointer) {
+    // Malformed input: a lane per segment, so that the first bad segment is still the one reported.
+    for (std::int32_t k = begin; k < end; ++k) {
+      const index_t q = in.ind[k];
+      const int problem = entry_problem(in, o, begin, k, q);
+      if (problem != 0) {
+        mine[lane].code = problem;
+        break;
+      }
+      if (q == o) mine[lane].dpos = k;
+    }
   }
-  code = __reduce_max_sync(kFullMask, code);
-  off = __reduce_add_sync(kFullMask, off);
-  dpos = __reduce_max_sync(kFullMask, dpos);
-  if (lane != 0) return;
-  if (code != 0) {
+  __syncwarp();
+  if (!active) return;
+  const Inspection r = mine[lane];
+  const index_t internal = in.lower ? o : in.n - 1 - o;
+  if (r.code != 0) {
     count[internal] = 0;  // scatter_kernel then copies nothing of it
-    atomicMin(bad, (static_cast<unsigned long long>(o) << 8) | static_cast<unsigned long long>(code));
+    atomicMin(bad, (static_cast<unsigned long long>(o) << 8) | static_cast<unsigned long long>(r.code));
     return;
   }
-  count[internal] = off;
-  diag_src[internal] = dpos;
-  const T d = in.unit ? T(1) : (dpos < 0 ? T(0) : in.val[dpos]);
+  count[internal] = end - begin - (r.dpos >= 0 ? 1 : 0);
+  diag_src[internal] = r.dpos;
+  const T d = in.unit ? T(1) : (r.dpos < 0 ? T(0) : in.val[r.dpos]);
   diag[internal] = d;
   if (d == T(0)) atomicMin(zero_row, o);
 }
@@ -56,19 +113,31 @@ __global__ void inspect_kernel(InputTriangle<T> in, std::int32_t* count, T* diag
 template <typename T>
 __global__ void scatter_kernel(InputTriangle<T> in, const std::int32_t* out_ptr, const std::int32_t* diag_src,
                                index_t* out_ind, T* out_val, std::int32_t* src) {
-  const index_t o = (blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
+  const index_t first = (blockIdx.x * index_t(blockDim.x) + threadIdx.x) / kWarpSize * kWarpSize;
+  if (first >= in.n) return;  // the whole warp
   const int lane = threadIdx.x % kWarpSize;
-  if (o >= in.n) return;
+  const index_t o = first + lane;
+  const bool active = o < in.n;
+  const std::int32_t begin = active ? in.ptr[o] : 0, end = active ? in.ptr[o + 1] : 0;
+  // A malformed segment anywhere in the warp (inspect_kernel reported it, and the analysis stops): nothing.
+  if (__any_sync(kFullMask, active && (begin < 0 || end < begin || end > in.nnz))) return;
+  const index_t internal = in.lower ? o : in.n - 1 - o;
+  const std::int32_t base = active ? out_ptr[internal] : 0, last = active ? out_ptr[internal + 1] - 1 : -1;
+  const std::int32_t dpos = active && last >= base ? diag_src[internal] : -1;
+  const std::int32_t from = __shfl_sync(kFullMask, begin, 0);
+  const std::int32_t to = __shfl_sync(kFullMask, end, int(min(in.n - first, index_t(kWarpSize))) - 1);
+  const std::int32_t lane_end = active ? end : to;
   const bool reversed = !in.lower;
-  const index_t internal = reversed ? in.n - 1 - o : o;
-  const std::int32_t base = out_ptr[internal], last = out_ptr[internal + 1] - 1;
-  if (last < base) return;  // nothing off the diagonal, or a malformed segment (reported by inspect_kernel)
-  const std::int32_t begin = in.ptr[o], dpos = diag_src[internal];
-  for (std::int32_t k = begin + lane; k < in.ptr[o + 1]; k += kWarpSize) {
-    if (k == dpos) continue;
-    const std::int32_t rank = k - begin - (dpos >= 0 && k > dpos ? 1 : 0);
+  for (std::int32_t at = from; at < to; at += kWarpSize) {
+    const std::int32_t k = at + lane;
+    const int owner = owner_lane(lane_end, min(k, to - 1));
+    const std::int32_t b = __shfl_sync(kFullMask, begin, owner), d = __shfl_sync(kFullMask, dpos, owner);
+    const std::int32_t first_out = __shfl_sync(kFullMask, base, owner), last_out = __shfl_sync(kFullMask, last, owner);
+    // Nothing off the diagonal, or a segment inspect_kernel found bad (count 0): last_out < first_out.
+    if (k >= to || k == d || last_out < first_out) continue;
+    const std::int32_t rank = k - b - (d >= 0 && k > d ? 1 : 0);
     // Reversed numbering turns increasing indices into decreasing ones: fill the segment from its end.
-    const std::int32_t pos = reversed ? last - rank : base + rank;
+    const std::int32_t pos = reversed ? last_out - rank : first_out + rank;
     const index_t q = in.ind[k];
     out_ind[pos] = reversed ? in.n - 1 - q : q;
     out_val[pos] = in.val[k];
@@ -242,23 +311,6 @@ __global__ void __launch_bounds__(kBlockThreads)
   block_finished(s.tickets, gridDim.x);
 }
 
-__global__ void level_round_kernel(index_t n, const std::int32_t* ptr, const index_t* ind, int round, int* level,
-                                   int* assigned, int* max_level) {
-  const index_t i = (blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
-  if (i >= n || device_atomic_int(level[i]).load(cuda::memory_order_relaxed) >= 0) return;
-  // Rows given this round's level during this launch do not count yet.
-  bool ready = true;
-  for (std::int32_t k = ptr[i] + lane; k < ptr[i + 1] && ready; k += kWarpSize) {
-    const int l = device_atomic_int(level[ind[k]]).load(cuda::memory_order_relaxed);
-    ready = l >= 0 && l != round;
-  }
-  if (!__all_sync(kFullMask, ready) || lane != 0) return;
-  device_atomic_int(level[i]).store(round, cuda::memory_order_relaxed);
-  atomicAdd(assigned, 1);
-  atomicMax(max_level, round + 1);
-}
-
 __global__ void minus_one_kernel(index_t n, int* level) {
   const index_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) level[i] -= 1;
@@ -333,20 +385,29 @@ __global__ void perm_count_kernel(index_t n, const std::int32_t* ptr, const std:
   out_diag_src[r] = diag_src[i];
 }
 
-// A warp per row: rows of arrow matrices have thousands of entries.
+// The rows of the warp swept as one range of the output (as scatter_kernel): the output segments are
+// consecutive, their sources are not.
 template <typename T>
 __global__ void perm_fill_kernel(index_t n, const std::int32_t* ptr, const index_t* ind, const T* val,
                                  const std::int32_t* src, const std::int32_t* jlev, const std::int32_t* inv,
                                  const std::int32_t* out_ptr, index_t* out_ind, T* out_val, std::int32_t* out_src) {
-  const index_t r = (blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
+  const index_t first = (blockIdx.x * index_t(blockDim.x) + threadIdx.x) / kWarpSize * kWarpSize;
+  if (first >= n) return;  // the whole warp
   const int lane = threadIdx.x % kWarpSize;
-  if (r >= n) return;
-  const index_t i = jlev[r];
-  const std::int32_t begin = ptr[i], base = out_ptr[r];
-  for (std::int32_t k = begin + lane; k < ptr[i + 1]; k += kWarpSize) {
-    out_ind[base + (k - begin)] = inv[ind[k]];
-    out_val[base + (k - begin)] = val[k];
-    out_src[base + (k - begin)] = src[k];
+  const index_t r = first + lane;
+  const bool active = r < n;
+  const std::int32_t begin = active ? ptr[jlev[r]] : 0, base = active ? out_ptr[r] : 0;
+  const std::int32_t from = __shfl_sync(kFullMask, base, 0);
+  const std::int32_t to = out_ptr[min(first + kWarpSize, n)];
+  const std::int32_t lane_end = active ? out_ptr[r + 1] : to;
+  for (std::int32_t at = from; at < to; at += kWarpSize) {
+    const std::int32_t t = at + lane;
+    const int owner = owner_lane(lane_end, min(t, to - 1));
+    const std::int32_t k = __shfl_sync(kFullMask, begin, owner) + (t - __shfl_sync(kFullMask, base, owner));
+    if (t >= to) continue;
+    out_ind[t] = inv[ind[k]];
+    out_val[t] = val[k];
+    out_src[t] = src[k];
   }
 }
 
@@ -362,8 +423,7 @@ template <typename T>
 void inspect_triangle(const InputTriangle<T>& in, std::int32_t* count, T* diag, std::int32_t* diag_src,
                       unsigned long long* bad, int* zero_row, cudaStream_t stream) {
   if (in.n == 0) return;
-  inspect_kernel<<<blocks_for(in.n, kThreads / kWarpSize), kThreads, 0, stream>>>(in, count, diag, diag_src, bad,
-                                                                                  zero_row);
+  inspect_kernel<<<blocks_for(in.n, kThreads), kThreads, 0, stream>>>(in, count, diag, diag_src, bad, zero_row);
   check_launch("inspect_kernel");
 }
 
@@ -371,8 +431,7 @@ template <typename T>
 void scatter_same_orientation(const InputTriangle<T>& in, const std::int32_t* out_ptr, const std::int32_t* diag_src,
                               index_t* out_ind, T* out_val, std::int32_t* src, cudaStream_t stream) {
   if (in.n == 0) return;
-  scatter_kernel<<<blocks_for(in.n, kThreads / kWarpSize), kThreads, 0, stream>>>(in, out_ptr, diag_src, out_ind,
-                                                                                  out_val, src);
+  scatter_kernel<<<blocks_for(in.n, kThreads), kThreads, 0, stream>>>(in, out_ptr, diag_src, out_ind, out_val, src);
   check_launch("scatter_kernel");
 }
 
@@ -461,16 +520,6 @@ void levels_csc(index_t n, const std::int32_t* ptr, const index_t* ind, const st
   check_launch("levels_csc_kernel");
 }
 
-void level_rounds(index_t n, const std::int32_t* ptr, const index_t* ind, int rounds, int* level, int* assigned,
-                  int* max_level, cudaStream_t stream) {
-  if (n == 0) return;
-  for (int r = 0; r < rounds; ++r) {
-    level_round_kernel<<<blocks_for(n, kThreads / kWarpSize), kThreads, 0, stream>>>(n, ptr, ind, r, level, assigned,
-                                                                                     max_level);
-    check_launch("level_round_kernel");
-  }
-}
-
 void level_sets(index_t n, const int* nlev, const int* level, std::int32_t* jlev, std::int32_t* level_ptr,
                 std::int32_t* order_in, int* keys_out, void* temp, std::size_t temp_bytes, cudaStream_t stream) {
   if (n == 0) return;
@@ -530,8 +579,8 @@ void perm_fill(index_t n, const std::int32_t* ptr, const index_t* ind, const T* 
                const std::int32_t* jlev, const std::int32_t* inv, const std::int32_t* out_ptr, index_t* out_ind,
                T* out_val, std::int32_t* out_src, cudaStream_t stream) {
   if (n == 0) return;
-  perm_fill_kernel<<<blocks_for(n, kThreads / kWarpSize), kThreads, 0, stream>>>(n, ptr, ind, val, src, jlev, inv,
-                                                                                 out_ptr, out_ind, out_val, out_src);
+  perm_fill_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, ptr, ind, val, src, jlev, inv, out_ptr,
+                                                                    out_ind, out_val, out_src);
   check_launch("perm_fill_kernel");
 }
 

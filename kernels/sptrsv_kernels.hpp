@@ -140,12 +140,6 @@ void levels_csr(index_t n, const std::int32_t* ptr, const index_t* ind, int* lev
 void levels_csc(index_t n, const std::int32_t* ptr, const index_t* ind, const std::int32_t* indeg, int* level,
                 int* work, int* max_level, const Schedule& s, cudaStream_t stream);
 
-/// Li 2017's Kahn sort as written there, one launch per level, stopped after `rounds` levels: in round r
-/// every row whose columns all got a level below r gets level r (CSR, a warp per row). level: n ints set
-/// to -1 by the caller; *assigned counts the rows that got a level, *max_level := levels used.
-void level_rounds(index_t n, const std::int32_t* ptr, const index_t* ind, int rounds, int* level, int* assigned,
-                  int* max_level, cudaStream_t stream);
-
 /// Level sets: jlev = unknowns sorted by level (stable: index order inside a level), level_ptr[l] = first
 /// position of level l, level_ptr[*nlev] = n (nlev: device, the count levels_csr / levels_csc wrote).
 /// order_in and keys_out: n ints of work; temp: sort_temp_bytes(n, key_bits(n)) bytes.

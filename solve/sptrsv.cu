@@ -82,7 +82,6 @@ struct Control {
   int zero_row;
   int m;
   int max_level;
-  int assigned;
   int max_count;
   int max_level_chunks;  // level_block: the largest packed level, in 16-byte chunks
   int cluster[3];        // cluster: ks::ClusterMeasure
@@ -289,7 +288,8 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
              o_tval = layout.add<T>(tn), o_tsrc = layout.add<std::int32_t>(tn), o_outer = layout.add<index_t>(tn),
              o_order_in = layout.add<std::int32_t>(tn), o_order_out = layout.add<std::int32_t>(tn),
              o_keys_out = layout.add<index_t>(tn);
-  const auto o_jlev = layout.add<std::int32_t>(leveled ? n : 0), o_level_ptr = layout.add<std::int32_t>(leveled ? n1 : 0);
+  const auto o_jlev = layout.add<std::int32_t>(leveled ? n : 0),
+             o_level_ptr = layout.add<std::int32_t>(leveled ? n1 : 0);
   const auto o_flag = layout.add<int>(flagged ? n : 0), o_gdeg = layout.add<std::int32_t>(columns ? n : 0),
              o_ldeg = layout.add<std::int32_t>(algorithm == SptrsvAlgorithm::syncfree ? n : 0),
              o_left = layout.add<T>(columns ? n : 0);
@@ -341,7 +341,8 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     }
     throw_if_singular(got.zero_row);
   };
-  if (levels_needed || transposed) {
+  int nlev = -1;  // the level count, once read back
+  if (levels_needed || transposed || automatic) {
     // The level kernels wait on dependencies: run them on validated input only. The transposition needs m.
     c = read_control(stream);
     check_input(c);
@@ -374,24 +375,17 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     src = a_src;
   }
   if (automatic) {
-    // A handful of levels: a launch per level costs less than any waiting, so count up to that many
-    // levels the cheap way (a pass per level, no waiting) and take levr if they cover every row. Otherwise
-    // the whole level analysis, then level_block for narrow levels, else fused or fused_level by the
-    // entries per row; both pick thread- or warp-level work per chunk.
-    SPADE_CUDA_CHECK(cudaMemsetAsync(level, 0xff, sizeof(int) * n, stream));
-    ks::level_rounds(n, ptr, ind, kAutoMaxLevelLaunches, level, &control->assigned, &control->max_level, stream);
+    // The level analysis, then: a handful of levels solved a launch per level (levr), which costs less
+    // than any waiting; level_block for narrow levels, else fused or fused_level by the entries per row;
+    // both pick thread- or warp-level work per chunk.
+    SPADE_CUDA_CHECK(cudaMemsetAsync(level, 0, sizeof(int) * n, stream));
+    ks::levels_csr(n, ptr, ind, level, &control->max_level, schedule(), stream);
     c = read_control(stream);
-    check_input(c);
-    m = c.m;
-    if (c.assigned == n) {
+    nlev = c.max_level;
+    if (nlev <= kAutoMaxLevelLaunches) {
       algorithm = SptrsvAlgorithm::levr;
     } else {
-      const int none = 0;
-      SPADE_CUDA_CHECK(cudaMemcpyAsync(&control->max_level, &none, sizeof(int), cudaMemcpyHostToDevice, stream));
-      SPADE_CUDA_CHECK(cudaMemsetAsync(level, 0, sizeof(int) * n, stream));
-      ks::levels_csr(n, ptr, ind, level, &control->max_level, schedule(), stream);
-      c = read_control(stream);
-      const double rows_per_level = double(n) / std::max(c.max_level, 1);
+      const double rows_per_level = double(n) / std::max(nlev, 1);
       const double entries_per_row = 1.0 + double(m) / n;
       const bool dense = entries_per_row >= kAutoLevelOrderNnzPerRow;
       algorithm = rows_per_level <= (dense ? kAutoLevelBlockRowsDense : kAutoLevelBlockRowsPerLevel)
@@ -451,7 +445,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     // The level array is free once the level sets exist; so are the work arrays after the renumbering.
     // Where the layout does not fit, cluster gives way to fused_level (auto: to what it would run without
     // cluster).
-    const int nlev = read_control(stream).max_level;
+    if (nlev < 0) nlev = read_control(stream).max_level;
     const double entries_per_row = n > 0 ? double(m) / n : 0;  // below the diagonal, as stats.nnz_per_row
     if (!build_cluster(nlev, entries_per_row, level, work, work2, stream)) {
       if (algorithm == SptrsvAlgorithm::cluster) algorithm = without_cluster;
@@ -489,6 +483,13 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     ks::fill_sentinel<T>(n, y[0][1], stream);
   }
   if (algorithm == SptrsvAlgorithm::level_block) y[0][0] = common.at<T>(o_y0);
+  // The level pointers come back with the control words where the level count is known already.
+  const bool levels_copied = needs_levels(algorithm) && nlev >= 0;
+  if (levels_copied) {
+    level_ptr_host.resize(std::size_t(nlev) + 1);
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(level_ptr_host.data(), level_ptr, sizeof(std::int32_t) * level_ptr_host.size(),
+                                     cudaMemcpyDeviceToHost, stream));
+  }
   c = read_control(stream);
   check_input(c);
   if (c.status.code != kernels::kStatusOk)
@@ -501,13 +502,17 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   stats.nnz_per_row = n > 0 ? double(m) / n : 0;
   stats.max_nnz_per_row = c.max_count;
   max_degree = std::max(1, stats.max_nnz_per_row);
-  if (needs_levels(algorithm)) {
+  if (needs_levels(algorithm) || automatic) {
     stats.levels = c.max_level;
     stats.rows_per_level = c.max_level > 0 ? double(n) / c.max_level : 0;
-    level_ptr_host.resize(std::size_t(stats.levels) + 1);
-    SPADE_CUDA_CHECK(cudaMemcpyAsync(level_ptr_host.data(), level_ptr,
-                                     sizeof(std::int32_t) * level_ptr_host.size(), cudaMemcpyDeviceToHost, stream));
-    SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  if (needs_levels(algorithm)) {
+    if (!levels_copied) {
+      level_ptr_host.resize(std::size_t(stats.levels) + 1);
+      SPADE_CUDA_CHECK(cudaMemcpyAsync(level_ptr_host.data(), level_ptr,
+                                       sizeof(std::int32_t) * level_ptr_host.size(), cudaMemcpyDeviceToHost, stream));
+      SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
     for (int l = 0; l < stats.levels; ++l)
       stats.max_rows_per_level = std::max(stats.max_rows_per_level, level_ptr_host[l + 1] - level_ptr_host[l]);
   }

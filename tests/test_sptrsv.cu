@@ -705,6 +705,42 @@ TEST(SptrsvErrors, UnsortedOrOutOfRangeIndices) {
   EXPECT_THROW(SptrsvPlan<double>{a}, InvalidInput);
 }
 
+// The analysis sweeps rows of more than 32 entries with a whole warp: problems there are found and
+// name their row too. A 50 x 50 dense lower CSR triangle; row 45 (46 entries) is broken past entry 32.
+TEST(SptrsvErrors, ProblemsInLongRowsNameTheRow) {
+  SPADE_REQUIRE_GPU();
+  const index_t n = 50, bad_row = 45;
+  std::vector<std::int32_t> ptr{0};
+  std::vector<index_t> ind;
+  for (index_t i = 0; i < n; ++i) {
+    for (index_t j = 0; j <= i; ++j) ind.push_back(j);
+    ptr.push_back(std::int32_t(ind.size()));
+  }
+  const std::vector<double> values(ind.size(), 1.0);
+  DeviceVector<std::int32_t> d_ptr(ptr);
+  DeviceVector<double> d_val(values);
+  const std::int32_t at = ptr[bad_row] + 40;  // column 40 of row 45
+  auto expect_named = [&](std::vector<index_t> broken, const char* what) {
+    DeviceVector<index_t> d_ind(broken);
+    const DeviceTriangle<double> a{n, std::int32_t(ind.size()), d_ptr.get(), d_ind.get(), d_val.get()};
+    try {
+      SptrsvPlan<double> plan(a);
+      ADD_FAILURE() << what << ": no error";
+    } catch (const InvalidInput& e) {
+      EXPECT_NE(std::string(e.what()).find("row 45 "), std::string::npos) << what << ": " << e.what();
+    }
+  };
+  std::vector<index_t> broken = ind;
+  std::swap(broken[at], broken[at + 1]);
+  expect_named(broken, "unsorted");
+  broken = ind;
+  broken[ptr[bad_row + 1] - 1] = bad_row + 2;  // still increasing, but above the diagonal
+  expect_named(broken, "outside the triangle");
+  broken = ind;
+  broken[ptr[bad_row + 1] - 1] = n + 7;
+  expect_named(broken, "out of range");
+}
+
 TEST(SptrsvErrors, BadArguments) {
   SPADE_REQUIRE_GPU();
   const Triangle t = make_triangle(laplacian_2d(6, 6), 54);

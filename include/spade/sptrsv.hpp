@@ -54,9 +54,9 @@ enum class DiagonalKind { non_unit, unit };
 
 /// The kernel families, each selectable by name (to_string / sptrsv_algorithm_from_string).
 enum class SptrsvAlgorithm {
-  automatic,  ///< "auto": levr when the triangle has at most 4 levels (counted by up to 4 rounds of Kahn's
-              ///< sort); else, after the whole level analysis, level_block for at most 520 rows per level
-              ///< (n / levels; 300 from 3.5 entries per row, diagonal included), else fused_level from 3.5
+  automatic,  ///< "auto": after the level analysis, levr when the triangle has at most 4 levels; else
+              ///< level_block for at most 520 rows per level (n / levels; 300 from 3.5 entries per row,
+              ///< diagonal included), else fused_level from 3.5
               ///< entries per row, else fused; the fused kernels choose thread- or warp-level work per
               ///< chunk from the nonzeros per row. Where auto would take fused_level, or level_block on
               ///< levels of at least 1,200 entries on average (diagonal included), it takes cluster where
@@ -122,9 +122,9 @@ struct SptrsvOptions {
   double fusion_threshold = 20.0;
 };
 
-/// Cheap statistics of the analysed triangle (off-diagonal entries only). levels, max_rows_per_level and
-/// rows_per_level are 0 when the chosen algorithm needed no level sets (auto counts levels only up to the
-/// few it solves level by level).
+/// Cheap statistics of the analysed triangle (off-diagonal entries only). levels and rows_per_level are 0
+/// when the algorithm needed no level analysis (auto always runs it), max_rows_per_level when the algorithm
+/// it ran needed no level sets (auto's fused and thread).
 struct SptrsvStats {
   index_t n = 0;
   std::int64_t off_diagonal_nnz = 0;
