@@ -83,9 +83,9 @@ __global__ void distance_kernel(index_t n, const std::int32_t* ptr, const index_
   warp_max_to(d, &measures[kClusterDistance]);
 }
 
-/// Thread i = b * nlev + l: the entries of block b's share of level l into count[i];
-/// measures[kClusterRows] := the most rows of a share.
-__global__ void shares_kernel(int nlev, const std::int32_t* level_ptr, const std::int32_t* ptr,
+/// Thread i = b * nlev + l: the rows of block b's share of level l into share_rows[i], its entries into
+/// count[i]; measures[kClusterRows] := the most rows of a share.
+__global__ void shares_kernel(int nlev, const std::int32_t* level_ptr, const std::int32_t* ptr, int2* share_rows,
                               std::int32_t* count, int* measures) {
   const std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
   int rows = 0;
@@ -93,6 +93,7 @@ __global__ void shares_kernel(int nlev, const std::int32_t* level_ptr, const std
     const int b = int(i / nlev), l = int(i % nlev);
     const index_t first = level_ptr[l], next = level_ptr[l + 1];
     const index_t begin = share_begin(first, next, b), end = share_begin(first, next, b + 1);
+    share_rows[i] = make_int2(begin, end);
     count[i] = ptr[end] - ptr[begin];
     rows = end - begin;
   }
@@ -188,11 +189,13 @@ __global__ void __launch_bounds__(kClusterMaxThreads, 1)
   cl::arrive_relaxed();
 
   const int G = blockDim.x / V, g = threadIdx.x / V, lane = threadIdx.x % V;
-  auto level_first = [&](int l) { return l <= nlev ? index_t(c.level_ptr[l]) : n; };
-  // This thread's row of this block's share of the level [first, next), -1 if none.
-  auto row_of = [&](index_t first, index_t next) {
-    const index_t p = share_begin(first, next, rank) + g;
-    return p < share_begin(first, next, rank + 1) ? p : index_t(-1);
+  // This block's share of level l: its rows [x, y).
+  const int2* shares = c.share_rows + std::int64_t(rank) * nlev;
+  auto share_of = [&](int l) { return l < nlev ? shares[l] : make_int2(n, n); };
+  // This thread's row of a share, -1 if none.
+  auto row_of = [&](int2 share) {
+    const index_t p = share.x + g;
+    return p < share.y ? p : index_t(-1);
   };
   // Stage A: the row's ranges and slot (level l + 2 at level l); stage B: the rest (level l + 1).
   auto load_a = [&](RowAhead<T>& r, index_t p, std::int32_t& orig) {
@@ -216,24 +219,24 @@ __global__ void __launch_bounds__(kClusterMaxThreads, 1)
     r.d = r.p >= 0 ? L.diag[r.p] : T(1);
   };
 
-  index_t q0 = level_first(0), q1 = level_first(1), q2 = level_first(2), q3 = level_first(3);
+  int2 s0 = share_of(0), s1 = share_of(1), s2 = share_of(2);
   RowAhead<T> a, cur;
   std::int32_t orig_a = 0, orig_b = 0;
-  load_a(cur, row_of(q0, q1), orig_b);
+  load_a(cur, row_of(s0), orig_b);
   load_b(cur, orig_b);
-  load_a(a, row_of(q1, q2), orig_a);
+  load_a(a, row_of(s1), orig_a);
 
   // Level l waits on mbarrier `bar` (l mod R) for its phase of parity l / R mod 2; `last` is level
   // l - 1's mbarrier.
   int bar = 0, last = R - 1;
   unsigned parity = 0;
   for (int l = 0; l < nlev; ++l) {
-    // Read ahead: level l + 4's first row, stage A of level l + 2, stage B of level l + 1, and the bytes
-    // that re-arm level l - 1's mbarrier for level l - 1 + R.
-    const index_t q4 = level_first(l + 4);
+    // Read ahead: level l + 3's share, stage A of level l + 2, stage B of level l + 1, and the bytes that
+    // re-arm level l - 1's mbarrier for level l - 1 + R.
+    const int2 s3 = share_of(l + 3);
     RowAhead<T> a2;
     std::int32_t orig_a2 = 0;
-    load_a(a2, row_of(q2, q3), orig_a2);
+    load_a(a2, row_of(s2), orig_a2);
     RowAhead<T> next = a;
     load_b(next, orig_a);
     const bool arm = threadIdx.x == 0 && l >= 1 && l - 1 + R < nlev;
@@ -245,7 +248,7 @@ __global__ void __launch_bounds__(kClusterMaxThreads, 1)
       long long polls = 0;
       while (!cl::try_wait(barriers + 8u * unsigned(bar), parity))
         if (++polls >= limit) {
-          report_status(status, kStatusSpinTimeout, int(share_begin(q0, q1, rank)));
+          report_status(status, kStatusSpinTimeout, int(s0.x));
           failed = true;
           break;
         }
@@ -279,10 +282,9 @@ __global__ void __launch_bounds__(kClusterMaxThreads, 1)
         push_value(c.push[u], x, ring_address, barriers);
     }
     // Further passes over a share wider than G rows, reading their data as they go.
-    const index_t share_end = share_begin(q0, q1, rank + 1);
-    for (index_t base = share_begin(q0, q1, rank) + G; base < share_end; base += G) {
+    for (index_t base = s0.x + G; base < s0.y; base += G) {
       const index_t p = base + g;
-      const bool in = p < share_end;
+      const bool in = p < s0.y;
       const std::int32_t k0 = in ? L.ptr[p] : 0, k1 = in ? L.ptr[p + 1] : 0, slot = in ? c.row_slot[p] : 0;
       T s = T(0);
       for (std::int32_t k = k0 + lane; k < k1; k += V) s += L.val[k] * ring[(slot + k - k0) & mask];
@@ -297,7 +299,7 @@ __global__ void __launch_bounds__(kClusterMaxThreads, 1)
     }
     cl::arrive_relaxed();
 
-    q0 = q1, q1 = q2, q2 = q3, q3 = q4;
+    s0 = s1, s1 = s2, s2 = s3;
     cur = next;
     a = a2;
     orig_a = orig_a2;
@@ -365,14 +367,15 @@ void launch(const LowerPart<T>& L, const ClusterLayout& c, const RhsPass<T>& rhs
 }  // namespace
 
 void cluster_shares(index_t n, int nlev, const std::int32_t* level_ptr, const std::int32_t* ptr,
-                    const index_t* ind, int* row_level, std::int32_t* count, int* measures, cudaStream_t stream) {
+                    const index_t* ind, int* row_level, int2* rows, std::int32_t* count, int* measures,
+                    cudaStream_t stream) {
   if (n == 0) return;
   row_levels_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, nlev, level_ptr, row_level);
   check_launch("row_levels_kernel");
   distance_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, ptr, ind, row_level, measures);
   check_launch("distance_kernel");
-  shares_kernel<<<blocks_for(std::int64_t(nlev) * C, kThreads), kThreads, 0, stream>>>(nlev, level_ptr, ptr, count,
-                                                                                      measures);
+  shares_kernel<<<blocks_for(std::int64_t(nlev) * C, kThreads), kThreads, 0, stream>>>(nlev, level_ptr, ptr, rows,
+                                                                                      count, measures);
   check_launch("shares_kernel");
 }
 

@@ -285,6 +285,7 @@ struct ClusterLayout {
   const std::int32_t* level_ptr = nullptr;  ///< nlev + 1
   const std::int32_t* segment = nullptr;    ///< nlev * kClusterBlocks + 1: exclusive scan of the shares' entries,
                                             ///< block-major (share (b, l) at b * nlev + l)
+  const int2* share_rows = nullptr;         ///< nlev * kClusterBlocks: rows [x, y) of share (b, l), block-major
   const std::int32_t* row_slot = nullptr;   ///< n: ring slot of each row's first entry
   const std::int32_t* push_ptr = nullptr;   ///< n + 1: row c's push codes are push[push_ptr[c] ..)
   const std::uint32_t* push = nullptr;      ///< one per entry (r, c), in c's list: r's slot | mbarrier
@@ -298,10 +299,11 @@ __host__ __device__ inline int cluster_barriers(const ClusterLayout& c) {
 }
 
 /// The first measurements of the layout of the level-ordered part (ptr, ind; nlev levels level_ptr):
-/// row_level (n ints), count[b * nlev + l] = entries of share (b, l), measures[kClusterDistance] and
-/// measures[kClusterRows] (atomic maxima).
+/// row_level (n ints), rows[b * nlev + l] = the rows [x, y) and count[b * nlev + l] the entries of share
+/// (b, l), measures[kClusterDistance] and measures[kClusterRows] (atomic maxima).
 void cluster_shares(index_t n, int nlev, const std::int32_t* level_ptr, const std::int32_t* ptr,
-                    const index_t* ind, int* row_level, std::int32_t* count, int* measures, cudaStream_t stream);
+                    const index_t* ind, int* row_level, int2* rows, std::int32_t* count, int* measures,
+                    cudaStream_t stream);
 /// measures[kClusterWindow] := the most entries of distance + 1 consecutive levels' shares of one block
 /// (segment: the exclusive scan of cluster_shares' counts).
 void cluster_window(int nlev, const std::int32_t* segment, int* measures, cudaStream_t stream);

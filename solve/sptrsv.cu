@@ -567,7 +567,8 @@ bool SptrsvPlan<T>::Impl::build_cluster(int nlev, double entries_per_row, int* r
   if (shares >= std::size_t(INT_MAX)) return false;
   Slab layout;
   const std::size_t temp_bytes = std::max(ks::scan_temp_bytes(index_t(shares)), ks::scan_temp_bytes(n));
-  const auto o_temp = layout.add<char>(temp_bytes), o_count = layout.add<std::int32_t>(shares),
+  const auto o_temp = layout.add<char>(temp_bytes), o_rows = layout.add<int2>(shares),
+             o_count = layout.add<std::int32_t>(shares),
              o_segment = layout.add<std::int32_t>(shares + 1), o_row_slot = layout.add<std::int32_t>(n),
              o_push_ptr = layout.add<std::int32_t>(std::size_t(n) + 1),
              o_push = layout.add<std::uint32_t>(std::size_t(m));
@@ -577,15 +578,16 @@ bool SptrsvPlan<T>::Impl::build_cluster(int nlev, double entries_per_row, int* r
   std::int32_t* share_count = cluster_data.at<std::int32_t>(o_count);
   std::int32_t* segment = cluster_data.at<std::int32_t>(o_segment);
   SPADE_CUDA_CHECK(cudaMemsetAsync(control->cluster, 0, sizeof(control->cluster), stream));
-  ks::cluster_shares(n, nlev, level_ptr, ptr, ind, row_level, share_count, control->cluster, stream);
+  int2* share_rows = cluster_data.at<int2>(o_rows);
+  ks::cluster_shares(n, nlev, level_ptr, ptr, ind, row_level, share_rows, share_count, control->cluster, stream);
   ks::exclusive_scan(index_t(shares), share_count, segment, temp, temp_bytes, stream);
   ks::cluster_window(nlev, segment, control->cluster, stream);
   const Control c = read_control(stream);
   const int distance = c.cluster[ks::kClusterDistance], window = c.cluster[ks::kClusterWindow];
   int ring_log2 = 0;
   while ((1 << ring_log2) < window && ring_log2 <= ks::kClusterMaxRingLog2) ++ring_log2;
-  cluster = {distance, ring_log2, c.cluster[ks::kClusterRows], nlev, level_ptr, segment, nullptr, nullptr,
-             nullptr};
+  cluster = {distance, ring_log2, c.cluster[ks::kClusterRows], nlev, level_ptr, segment, share_rows, nullptr,
+             nullptr, nullptr};
   if (distance > ks::kClusterMaxDistance || ring_log2 > ks::kClusterMaxRingLog2 ||
       !ks::cluster_fits<T>(cluster, entries_per_row)) {
     cluster_data = Slab();
