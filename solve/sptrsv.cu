@@ -150,11 +150,10 @@ constexpr double kAutoMultiRhsLevelBlockEntries = 10000;
 /// of several in any case (cluster runs them as clusters side by side). H100, version 16, one right-hand
 /// side: cluster faster than fused_level on every grid it fits in one pass (lap3d27 64 x 64 x 512: 2.55
 /// against 5.61 ms; lap2d9 1024^2: 3.67 against 3.87), slower where shares take two (lap3d7 128^3: 1.06
-/// against 0.79);
-/// against level_block faster from 1,230 entries per level (lap2d5 512 x 2048: 2.94 against 3.47 ms;
-/// lap3d27 32 x 32 x 2048, 3,400 entries: 8.00 against 16.6), even at 1,140 (lap2d9 512 x 2048: 5.48
-/// against 5.41), slower at 723 (lap2d5 256 x 4096: 5.01 against 3.72).
-constexpr double kAutoClusterEntriesPerLevel = 1200;
+/// against 0.79). Against level_block, version 17: faster at 1,140 entries per level (lap2d9 512 x 2048:
+/// 4.72 against 5.40 ms, 8 right-hand sides 4.57 against 5.29), slower at 723 (lap2d5 256 x 4096: 4.20
+/// against 3.70).
+constexpr double kAutoClusterEntriesPerLevel = 1000;
 
 const char* inspect_message(int code) {
   switch (code) {

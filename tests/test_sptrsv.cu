@@ -564,8 +564,8 @@ TEST(Sptrsv, ClusterOnWideLevels) {
   EXPECT_EQ(SptrsvPlan<double>(mc.view, options).algorithm(), SptrsvAlgorithm::fused_level);
 }
 
-// A 7-point grid of about 1,200 rows per level: auto runs fused_level for one right-hand side and, on a GPU
-// of compute capability 9.0, cluster for passes of several (fused_level on older ones).
+// A 7-point grid of about 1,200 rows per level: on a GPU of compute capability 9.0 auto runs cluster for one
+// right-hand side and for passes of several (fused_level on older ones).
 TEST(Sptrsv, AutoTakesClusterOnWideLevels) {
   SPADE_REQUIRE_GPU();
   int device = 0, major = 0;

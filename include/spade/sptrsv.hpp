@@ -59,7 +59,7 @@ enum class SptrsvAlgorithm {
               ///< diagonal included), else fused_level from 3.5
               ///< entries per row, else fused; the fused kernels choose thread- or warp-level work per
               ///< chunk from the nonzeros per row. Where auto would take fused_level, or level_block on
-              ///< levels of at least 1,200 entries on average (diagonal included), it takes cluster where
+              ///< levels of at least 1,000 entries on average (diagonal included), it takes cluster where
               ///< cluster's layout fits: for one right-hand side only where every block's share of a level
               ///< takes one pass of the block, for several in any case. Where cluster does not fit in
               ///< place of fused_level, passes of several right-hand sides run level_block on levels of at
