@@ -43,21 +43,6 @@ __device__ __forceinline__ double load_remote(unsigned address) {
   asm volatile("ld.shared::cluster.f64 %0, [%1];\n" : "=d"(v) : "r"(address) : "memory");
   return v;
 }
-/// A load from this block's shared memory (shared::cta address) that the compiler neither moves into a
-/// branch nor across other memory accesses: loads written one after another are issued together and stay in
-/// flight together. (ptxas compiled `if (in) sum += a * ring[slot]` for each of a row's entries sometimes as
-/// predicated loads issued together, sometimes as a branch around each load, one round trip after the
-/// other, depending on unrelated code: 8-17% slower on the H100 in two trials of version 18.)
-__device__ __forceinline__ double load_shared(unsigned address, double) {
-  double v;
-  asm volatile("ld.shared.f64 %0, [%1];\n" : "=d"(v) : "r"(address) : "memory");
-  return v;
-}
-__device__ __forceinline__ float load_shared(unsigned address, float) {
-  float v;
-  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(address) : "memory");
-  return v;
-}
 /// Every thread of the cluster: arrive with release, wait with acquire (a full memory barrier).
 __device__ __forceinline__ void sync_all() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");

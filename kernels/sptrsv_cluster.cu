@@ -156,7 +156,7 @@ struct RowAhead {
   index_t ui = 0;
   T val[kLevelBlockEntries];
   std::uint32_t code[kLevelBlockEntries];
-  T b = T(0), d = T(1), inv_d = T(1);
+  T b = T(0), d = T(1);
 };
 
 template <typename T, int V>
@@ -224,7 +224,6 @@ __global__ void __launch_bounds__(kClusterMaxThreads, 1)
   std::int32_t orig_a = 0, orig_b = 0;
   load_a(cur, row_of(s0), orig_b);
   load_b(cur, orig_b);
-  cur.inv_d = T(1) / cur.d;
   load_a(a, row_of(s1), orig_a);
 
   // Level l waits on mbarrier `bar` (l mod R) for its phase of parity l / R mod 2; `last` is level
@@ -242,6 +241,7 @@ __global__ void __launch_bounds__(kClusterMaxThreads, 1)
     load_b(next, orig_a);
     const bool arm = threadIdx.x == 0 && l >= 1 && l - 1 + R < nlev;
     const unsigned arm_bytes = arm ? share_bytes(l - 1 + R) : 0u;
+    const T inv_d = T(1) / cur.d;
 
     // Wait for the values of level l's entries in this block.
     if (!failed) {
@@ -257,22 +257,16 @@ __global__ void __launch_bounds__(kClusterMaxThreads, 1)
     // The first pass: the row read ahead.
     T sum = T(0);
     if (cur.p >= 0) {
-      // The K slots' values loaded together (an entry past the row reads slot 0 and adds nothing).
-      T v[K];
 #pragma unroll
       for (int t = 0; t < K; ++t) {
         const std::int32_t j = lane + t * V;
-        const unsigned slot = cur.k0 + j < cur.k1 ? unsigned((cur.slot + j) & mask) : 0u;
-        v[t] = cl::load_shared(ring_address + slot * unsigned(sizeof(T)), T(0));
+        if (cur.k0 + j < cur.k1) sum += cur.val[t] * ring[(cur.slot + j) & mask];
       }
-#pragma unroll
-      for (int t = 0; t < K; ++t)
-        if (cur.k0 + lane + t * V < cur.k1) sum += cur.val[t] * v[t];
       for (std::int32_t k = cur.k0 + lane + K * V; k < cur.k1; k += V)
         sum += L.val[k] * ring[(cur.slot + k - cur.k0) & mask];
     }
     sum = group_sum<V>(sum);
-    const T x = (cur.b - sum) * cur.inv_d;
+    const T x = (cur.b - sum) * inv_d;
     if (cur.p >= 0 && lane == 0) rhs.x[cur.ui] = x;
     // Every thread of every block is done with level l - 1: the pushes may overwrite its slots, and its
     // mbarrier, whose phase every thread has seen complete, can be armed for level l - 1 + R (R >= 2, so
@@ -307,8 +301,6 @@ __global__ void __launch_bounds__(kClusterMaxThreads, 1)
 
     s0 = s1, s1 = s2, s2 = s3;
     cur = next;
-    // The next row's diagonal has arrived by now (read a level ahead): its inverse, off the critical path.
-    cur.inv_d = T(1) / cur.d;
     a = a2;
     orig_a = orig_a2;
     last = bar;
