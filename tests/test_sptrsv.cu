@@ -19,6 +19,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "spade/error.hpp"
@@ -562,6 +563,62 @@ TEST(Sptrsv, ClusterOnWideLevels) {
   const Triangle chain = make_triangle(random_chain(3000, 4, 7), 2);
   const DeviceMatrix<double> mc(chain, {SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit});
   EXPECT_EQ(SptrsvPlan<double>(mc.view, options).algorithm(), SptrsvAlgorithm::fused_level);
+}
+
+/// Levels of L on the host (0 for a row with no dependency): their count and the most rows in one.
+std::pair<index_t, index_t> host_level_sets(const SparseMatrix& L) {
+  const index_t n = L.cols();
+  std::vector<index_t> level(n, 0);
+  for (index_t j = 0; j < n; ++j)
+    for (offset_t k = L.col_ptr()[j]; k < L.col_ptr()[j + 1]; ++k)
+      if (L.row_ind()[k] > j) level[L.row_ind()[k]] = std::max(level[L.row_ind()[k]], level[j] + 1);
+  const index_t count = n == 0 ? 0 : *std::max_element(level.begin(), level.end()) + 1;
+  std::vector<index_t> rows(count, 0);
+  for (index_t l : level) ++rows[l];
+  return {count, rows.empty() ? 0 : *std::max_element(rows.begin(), rows.end())};
+}
+
+/// A chain through every row plus, every 997th row, `wide` random earlier columns (rows longer than a
+/// warp: the level analysis sweeps them with the whole warp).
+SparseMatrix chain_with_long_rows(index_t n, int wide, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::int64_t> rows, cols;
+  for (index_t i = 0; i < n; ++i) {
+    rows.push_back(i), cols.push_back(i);
+    if (i > 0) rows.push_back(i), cols.push_back(i - 1);
+    if (i % 997 == 0 && i > 1)
+      for (int e = 0; e < wide; ++e) rows.push_back(i), cols.push_back(std::uniform_int_distribution<index_t>(0, i - 2)(rng));
+  }
+  return SparseMatrix::from_triplets(n, n, rows, cols, std::vector<double>(rows.size(), 1.0));
+}
+
+// The level sets are symbolic: their count and widest level match the host's exactly, from CSR (a pull
+// per row, one chunk or several per warp by the size) and from CSC (a push per column), on grids larger
+// and smaller than the rows the resident warps hold with one chunk each, long chains, long rows, a dense
+// triangle and a diagonal.
+TEST(Sptrsv, LevelSetsMatchTheHost) {
+  SPADE_REQUIRE_GPU();
+  const std::vector<SparseMatrix> patterns = {laplacian_3d(64, 64, 64, Stencil::seven_point),
+                                              laplacian_3d(70, 60, 50, Stencil::twenty_seven_point),
+                                              laplacian_2d(120, 90, Stencil::nine_point),
+                                              chain_with_long_rows(250000, 80, 3),
+                                              chain_with_long_rows(5000, 40, 4),
+                                              random_chain(3000, 4, 7),
+                                              dense_lower(300),
+                                              diagonal(1000)};
+  SptrsvOptions options;
+  options.algorithm = SptrsvAlgorithm::levr;
+  for (std::size_t pi = 0; pi < patterns.size(); ++pi) {
+    const Triangle t = make_triangle(patterns[pi], 80 + pi);
+    const auto [levels, widest] = host_level_sets(t.lower);
+    for (SparseFormat f : {SparseFormat::csr, SparseFormat::csc}) {
+      const Variant v{f, TriangleKind::lower, DiagonalKind::non_unit};
+      const DeviceMatrix<double> m(t, v);
+      const SptrsvPlan<double> plan(m.view, options);
+      EXPECT_EQ(plan.stats().levels, levels) << "matrix " << pi << describe(options.algorithm, v, 1);
+      EXPECT_EQ(plan.stats().max_rows_per_level, widest) << "matrix " << pi << describe(options.algorithm, v, 1);
+    }
+  }
 }
 
 // A 7-point grid of about 1,200 rows per level: on a GPU of compute capability 9.0 auto runs cluster for one
