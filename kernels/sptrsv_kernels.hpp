@@ -187,7 +187,8 @@ void fill_sentinel(std::int64_t count, T* y, cudaStream_t stream);
 
 // ---- solves ----
 
-/// LEVR: one launch per level, a warp per row (kernels/sptrsv_level.cu). x may alias b.
+/// LEVR: one launch per level, a warp per row (kernels/sptrsv_level.cu). x may alias b. jlev null: L is
+/// renumbered in level order (L.perm set), level l being rows level_ptr_host[l] to level_ptr_host[l + 1].
 template <typename T>
 void solve_levr(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host, int nlev,
                 const RhsPass<T>& rhs, cudaStream_t stream);

@@ -1,7 +1,9 @@
 // Level-scheduled sparse triangular solves (R. Li, "On parallel solution of sparse triangular linear
 // systems in CUDA", 2017): the unknowns of one level are independent, so each level is one launch and the
 // launch boundary is the only synchronization. LEVR: a warp per row of CSR gathers its row; LEVC: a warp
-// per column of CSC finishes its unknown and scatters the updates into x with atomics.
+// per column of CSC finishes its unknown and scatters the updates into x with atomics. LEVR also runs on
+// a part renumbered in level order (L.perm set, jlev null: level l is the rows level_ptr[l] to
+// level_ptr[l + 1]), reading and writing x through L.perm.
 //
 // Right-hand sides: the lanes are split among the R right-hand sides of the pass (RhsLanes: for R = 8,
 // four lanes per right-hand side, each taking every fourth entry), so a lane does one right-hand side's
@@ -18,16 +20,16 @@ __global__ void levr_kernel(LowerPart<T> L, const std::int32_t* jlev, std::int32
   const RhsLanes<R> lanes(threadIdx.x % kWarpSize);
   const std::int32_t pos = begin + (blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
   if (pos >= end) return;
-  const index_t i = jlev[pos];
+  const index_t i = jlev != nullptr ? jlev[pos] : pos;
   const bool mine = lanes.r < rhs.nr;
   const std::int64_t xcol = std::int64_t(lanes.r) * rhs.ldx;
   T sum = T(0);
   if (mine)
     for (std::int32_t k = L.ptr[i] + lanes.slot; k < L.ptr[i + 1]; k += RhsLanes<R>::kSlots)
-      sum += L.val[k] * rhs.x[caller_index(L.ind[k], L.n, L.reversed) + xcol];
+      sum += L.val[k] * rhs.x[caller_row(L, L.ind[k]) + xcol];
   sum = RhsLanes<R>::slot_sum(sum);
   if (mine && lanes.slot == 0) {
-    const index_t ui = caller_index(i, L.n, L.reversed);
+    const index_t ui = caller_row(L, i);
     rhs.x[ui + xcol] = (rhs.b[ui + std::int64_t(lanes.r) * rhs.ldb] - sum) / L.diag[i];
   }
 }

@@ -142,7 +142,11 @@ constexpr double kAutoLevelBlockRowsDense = 300;
 /// entries per level (rows per level times entries per row, diagonal included). level_block solves 8
 /// right-hand sides in the time of one, fused_level in 2.7-4 times its time for one; H100, version 13:
 /// level_block faster at 8 right-hand sides up to 12,900 entries per level (lap3d27 64 x 64 x 512, 23.5
-/// against 26.1 ms), slower from 13,000 (lap3d7 64 x 64 x 512, 6.30 against 5.24 ms).
+/// against 26.1 ms), slower from 13,000 (lap3d7 64 x 64 x 512, 6.30 against 5.24 ms). Beyond it they run
+/// levr on fused_level's renumbered part: levr solves 8 in 1.1-1.6 times its time for one, and was faster
+/// than fused_level at 8 on every 3D grid (H100, version 17: lap3d27 128^3 5.22 against 10.2 ms, lap3d7
+/// 100^3 1.61 against 2.47, lap3d27 32 x 32 x 2048 44.7 against 95.5), which is where cluster does not fit
+/// (lap3d27 128^3) or needs compute capability 9.0.
 constexpr double kAutoMultiRhsLevelBlockEntries = 10000;
 /// auto: cluster instead of fused_level, and instead of level_block from this many entries per level (rows
 /// per level times entries per row, diagonal included), where cluster's layout fits (compute capability
@@ -392,8 +396,9 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
                   : dense ? SptrsvAlgorithm::fused_level
                           : SptrsvAlgorithm::fused;
       const double entries_per_level = rows_per_level * entries_per_row;
-      if (algorithm == SptrsvAlgorithm::fused_level && entries_per_level <= kAutoMultiRhsLevelBlockEntries)
-        multi_without_cluster = SptrsvAlgorithm::level_block;
+      if (algorithm == SptrsvAlgorithm::fused_level)
+        multi_without_cluster = entries_per_level <= kAutoMultiRhsLevelBlockEntries ? SptrsvAlgorithm::level_block
+                                                                                    : SptrsvAlgorithm::levr;
       if (algorithm == SptrsvAlgorithm::fused_level ||
           (algorithm == SptrsvAlgorithm::level_block && entries_per_level >= kAutoClusterEntriesPerLevel)) {
         without_cluster = algorithm;
@@ -691,7 +696,9 @@ void SptrsvPlan<T>::solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, 
     const ks::RhsPass<T> rhs{b + std::int64_t(first) * ldb, ldb, x + std::int64_t(first) * ldx, ldx, nr};
     const int nlev = p.stats.levels;
     switch (w == 1 ? p.multi_algorithm : p.algorithm) {
-      case SptrsvAlgorithm::levr: ks::solve_levr(L, p.jlev, p.level_ptr_host.data(), nlev, rhs, stream); break;
+      case SptrsvAlgorithm::levr:
+        ks::solve_levr(L, p.perm != nullptr ? nullptr : p.jlev, p.level_ptr_host.data(), nlev, rhs, stream);
+        break;
       case SptrsvAlgorithm::levc: ks::solve_levc(L, p.jlev, p.level_ptr_host.data(), nlev, rhs, stream); break;
       case SptrsvAlgorithm::slfr:
       case SptrsvAlgorithm::slfc:

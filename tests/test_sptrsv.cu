@@ -622,7 +622,7 @@ TEST(Sptrsv, LevelSetsMatchTheHost) {
 }
 
 // A 7-point grid of about 1,200 rows per level: on a GPU of compute capability 9.0 auto runs cluster for one
-// right-hand side and for passes of several (fused_level on older ones).
+// right-hand side and for passes of several (fused_level and level_block on older ones).
 TEST(Sptrsv, AutoTakesClusterOnWideLevels) {
   SPADE_REQUIRE_GPU();
   int device = 0, major = 0;
@@ -634,10 +634,45 @@ TEST(Sptrsv, AutoTakesClusterOnWideLevels) {
     const DeviceMatrix<double> m(t, v);
     SptrsvPlan<double> plan(m.view);
     // 178 levels of 1,213 rows on average, 169 rows at most in a block's share: one pass of a block.
-    const SptrsvAlgorithm wide = major >= 9 ? SptrsvAlgorithm::cluster : SptrsvAlgorithm::fused_level;
-    ASSERT_EQ(plan.algorithm(), wide);
-    ASSERT_EQ(plan.algorithm(8), wide);
+    // Without cluster: fused_level, and level_block for several (about 4,800 entries per level).
+    ASSERT_EQ(plan.algorithm(), major >= 9 ? SptrsvAlgorithm::cluster : SptrsvAlgorithm::fused_level);
+    ASSERT_EQ(plan.algorithm(8), major >= 9 ? SptrsvAlgorithm::cluster : SptrsvAlgorithm::level_block);
     for (int nrhs : {1, 8, 9, 16}) check_solves(plan, t, v, nrhs, 2, describe(plan.algorithm(nrhs), v, nrhs));
+  }
+}
+
+/// nlev levels of `width` rows: row q of level l reads rows q and q + 1 (mod width) of level l - 1, one
+/// random row of the levels below that, and from level `back` on row 7q (mod width) of level l - back.
+SparseMatrix far_reading_levels(index_t width, int nlev, int back, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::int64_t> rows, cols;
+  for (int l = 0; l < nlev; ++l)
+    for (index_t q = 0; q < width; ++q) {
+      const std::int64_t r = std::int64_t(l) * width + q;
+      rows.push_back(r), cols.push_back(r);
+      if (l == 0) continue;
+      const std::int64_t below = std::int64_t(l - 1) * width;
+      rows.push_back(r), cols.push_back(below + q);
+      rows.push_back(r), cols.push_back(below + (q + 1) % width);
+      if (l >= 2) rows.push_back(r), cols.push_back(std::uniform_int_distribution<std::int64_t>(0, below - 1)(rng));
+      if (l >= back) rows.push_back(r), cols.push_back(std::int64_t(l - back) * width + (7 * q) % width);
+    }
+  return SparseMatrix::from_triplets(width * nlev, width * nlev, rows, cols, std::vector<double>(rows.size(), 1.0));
+}
+
+// 30 levels of 3,000 rows with about 4.3 entries per row, rows reading 20 levels back: cluster's layout
+// does not fit, so auto runs fused_level for one right-hand side and levr for several, on fused_level's
+// part renumbered in level order; both orientations and formats, 1, 8, 9 and 16 right-hand sides.
+TEST(Sptrsv, AutoTakesLevrForSeveralRightHandSidesWhereClusterDoesNotFit) {
+  SPADE_REQUIRE_GPU();
+  const Triangle t = make_triangle(far_reading_levels(3000, 30, 20, 9), 45);
+  for (const Variant& v : all_variants()) {
+    const DeviceMatrix<double> m(t, v);
+    SptrsvPlan<double> plan(m.view);
+    ASSERT_EQ(plan.algorithm(), SptrsvAlgorithm::fused_level) << describe(SptrsvAlgorithm::automatic, v, 1);
+    ASSERT_EQ(plan.algorithm(8), SptrsvAlgorithm::levr) << describe(SptrsvAlgorithm::automatic, v, 8);
+    for (int nrhs : {1, 8, 9, 16}) check_solves(plan, t, v, nrhs, 2, describe(plan.algorithm(nrhs), v, nrhs));
+    if (HasFatalFailure()) return;
   }
 }
 
