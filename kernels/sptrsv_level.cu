@@ -14,24 +14,47 @@
 namespace spade::kernels::sptrsv {
 namespace {
 
+/// Programmatic dependent launch (compute capability 9.0): the next level's launch may start once every
+/// block of this one has started, and its blocks read their rows, diagonals and b while this level
+/// finishes; they wait for this level's results (griddepcontrol.wait: the previous grid complete, its
+/// writes visible) only before they read x. No level writes what a later one reads before its wait.
+__device__ inline void start_next_level() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ inline void wait_for_previous_level() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 template <typename T, int R>
 __global__ void levr_kernel(LowerPart<T> L, const std::int32_t* jlev, std::int32_t begin, std::int32_t end,
                             RhsPass<T> rhs) {
+  start_next_level();
   const RhsLanes<R> lanes(threadIdx.x % kWarpSize);
   const std::int32_t pos = begin + (blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
   if (pos >= end) return;
   const index_t i = jlev != nullptr ? jlev[pos] : pos;
   const bool mine = lanes.r < rhs.nr;
   const std::int64_t xcol = std::int64_t(lanes.r) * rhs.ldx;
-  T sum = T(0);
+  // Everything but x before the wait: the row's first entries, its diagonal and b.
+  const std::int32_t row_end = L.ptr[i + 1];
+  std::int32_t k = L.ptr[i] + lanes.slot;
+  const bool first = mine && k < row_end;
+  const T a0 = first ? L.val[k] : T(0);
+  const index_t c0 = first ? caller_row(L, L.ind[k]) : 0;
+  const index_t ui = caller_row(L, i);
+  const T bi = mine && lanes.slot == 0 ? rhs.b[ui + std::int64_t(lanes.r) * rhs.ldb] : T(0);
+  const T d = L.diag[i];
+  wait_for_previous_level();
+  T sum = first ? a0 * rhs.x[c0 + xcol] : T(0);
   if (mine)
-    for (std::int32_t k = L.ptr[i] + lanes.slot; k < L.ptr[i + 1]; k += RhsLanes<R>::kSlots)
+    for (k += RhsLanes<R>::kSlots; k < row_end; k += RhsLanes<R>::kSlots)
       sum += L.val[k] * rhs.x[caller_row(L, L.ind[k]) + xcol];
   sum = RhsLanes<R>::slot_sum(sum);
-  if (mine && lanes.slot == 0) {
-    const index_t ui = caller_row(L, i);
-    rhs.x[ui + xcol] = (rhs.b[ui + std::int64_t(lanes.r) * rhs.ldb] - sum) / L.diag[i];
-  }
+  if (mine && lanes.slot == 0) rhs.x[ui + xcol] = (bi - sum) / d;
 }
 
 template <typename T, int R>
@@ -64,15 +87,49 @@ void run_levels(Kernel kernel, const LowerPart<T>& L, const std::int32_t* jlev, 
   }
 }
 
+/// Whether the current device launches programmatic dependents (compute capability 9.0 and later).
+bool dependent_launch() {
+  int device = 0, major = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__);
+  cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute",
+             __FILE__, __LINE__);
+  return major >= 9;
+}
+
+/// LEVR's launches, each level allowed to start while the one before finishes where the device can.
+template <typename T, int R>
+void run_levr(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host, int nlev,
+              const RhsPass<T>& rhs, cudaStream_t stream) {
+  if (!dependent_launch()) {
+    run_levels<T, R>(levr_kernel<T, R>, L, jlev, level_ptr_host, nlev, rhs, stream);
+    return;
+  }
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.blockDim = dim3(kBlockThreads);
+  config.stream = stream;
+  config.attrs = &attribute;
+  for (int l = 0; l < nlev; ++l) {
+    const std::int32_t begin = level_ptr_host[l], end = level_ptr_host[l + 1];
+    config.gridDim = dim3(blocks_for(end - begin, kBlockWarps));
+    // The first level reads b before its wait: it waits for what came before it in the stream.
+    config.numAttrs = l == 0 ? 0 : 1;
+    cuda_check(cudaLaunchKernelEx(&config, levr_kernel<T, R>, L, jlev, begin, end, rhs), "levr_kernel", __FILE__,
+               __LINE__);
+  }
+}
+
 }  // namespace
 
 template <typename T>
 void solve_levr(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host, int nlev,
                 const RhsPass<T>& rhs, cudaStream_t stream) {
   if (rhs.nr == 1)
-    run_levels<T, 1>(levr_kernel<T, 1>, L, jlev, level_ptr_host, nlev, rhs, stream);
+    run_levr<T, 1>(L, jlev, level_ptr_host, nlev, rhs, stream);
   else
-    run_levels<T, kRhsPerPass>(levr_kernel<T, kRhsPerPass>, L, jlev, level_ptr_host, nlev, rhs, stream);
+    run_levr<T, kRhsPerPass>(L, jlev, level_ptr_host, nlev, rhs, stream);
 }
 
 template <typename T>
