@@ -148,6 +148,17 @@ constexpr double kAutoLevelBlockRowsDense = 300;
 /// 100^3 1.61 against 2.47, lap3d27 32 x 32 x 2048 44.7 against 95.5), which is where cluster does not fit
 /// (lap3d27 128^3) or needs compute capability 9.0.
 constexpr double kAutoMultiRhsLevelBlockEntries = 10000;
+/// auto: passes of several right-hand sides run levr on triangles of at most kAutoMultiRhsLevrLevels
+/// levels, and of at most kAutoMultiRhsLevrWideLevels levels of kAutoMultiRhsLevrWideRows rows or more on
+/// average, whatever one right-hand side runs, unless it runs level_block (narrow levels). With programmatic dependent launch (version 19) levr solves
+/// 8 right-hand sides in about 1.0-1.1 times its time for one; H100, version 19, 8 right-hand sides, levr
+/// against auto's earlier choice: mdual_lap (44 levels) 0.164 against fused's 0.216 ms, bayer10 (8)
+/// 0.036 against cluster's 0.041, lap3d7 128^3 (382 levels of 5,490 rows) 1.50 against 1.97, lap3d7 64 x
+/// 128 x 256 (446 of 4,702) 1.35 against 1.45; slower at 638 levels of 3,287 (lap3d7 64 x 64 x 512, 2.08
+/// against 1.19) and on NotreDame_www (275 levels, 1.07 against fused's 0.38).
+constexpr int kAutoMultiRhsLevrLevels = 64;
+constexpr int kAutoMultiRhsLevrWideLevels = 500;
+constexpr double kAutoMultiRhsLevrWideRows = 4000;
 /// auto: cluster instead of fused_level, and instead of level_block from this many entries per level (rows
 /// per level times entries per row, diagonal included), where cluster's layout fits (compute capability
 /// 9.0); one right-hand side only where every share takes one pass of its block (cluster_one_pass), passes
@@ -391,8 +402,8 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
       const double rows_per_level = double(n) / std::max(nlev, 1);
       const double entries_per_row = 1.0 + double(m) / n;
       const bool dense = entries_per_row >= kAutoLevelOrderNnzPerRow;
-      algorithm = rows_per_level <= (dense ? kAutoLevelBlockRowsDense : kAutoLevelBlockRowsPerLevel)
-                      ? SptrsvAlgorithm::level_block
+      const bool narrow = rows_per_level <= (dense ? kAutoLevelBlockRowsDense : kAutoLevelBlockRowsPerLevel);
+      algorithm = narrow ? SptrsvAlgorithm::level_block
                   : dense ? SptrsvAlgorithm::fused_level
                           : SptrsvAlgorithm::fused;
       const double entries_per_level = rows_per_level * entries_per_row;
@@ -404,10 +415,14 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
         without_cluster = algorithm;
         algorithm = multi_algorithm = SptrsvAlgorithm::cluster;
       }
+      if (!narrow && (nlev <= kAutoMultiRhsLevrLevels || (nlev <= kAutoMultiRhsLevrWideLevels &&
+                                                           rows_per_level >= kAutoMultiRhsLevrWideRows)))
+        multi_algorithm = SptrsvAlgorithm::levr;
     }
   }
   if (multi_algorithm == SptrsvAlgorithm::automatic) multi_algorithm = algorithm;
-  if (needs_levels(algorithm)) {
+  const bool level_sets = needs_levels(algorithm) || needs_levels(multi_algorithm);
+  if (level_sets) {
     jlev = common.at<std::int32_t>(o_jlev);
     level_ptr = common.at<std::int32_t>(o_level_ptr);
     ks::level_sets(n, &control->max_level, level, jlev, level_ptr,
@@ -488,7 +503,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   }
   if (algorithm == SptrsvAlgorithm::level_block) y[0][0] = common.at<T>(o_y0);
   // The level pointers come back with the control words where the level count is known already.
-  const bool levels_copied = needs_levels(algorithm) && nlev >= 0;
+  const bool levels_copied = level_sets && nlev >= 0;
   if (levels_copied) {
     level_ptr_host.resize(std::size_t(nlev) + 1);
     SPADE_CUDA_CHECK(cudaMemcpyAsync(level_ptr_host.data(), level_ptr, sizeof(std::int32_t) * level_ptr_host.size(),
@@ -510,7 +525,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     stats.levels = c.max_level;
     stats.rows_per_level = c.max_level > 0 ? double(n) / c.max_level : 0;
   }
-  if (needs_levels(algorithm)) {
+  if (level_sets) {
     if (!levels_copied) {
       level_ptr_host.resize(std::size_t(stats.levels) + 1);
       SPADE_CUDA_CHECK(cudaMemcpyAsync(level_ptr_host.data(), level_ptr,

@@ -641,9 +641,10 @@ TEST(Sptrsv, AutoTakesClusterOnWideLevels) {
   }
 }
 
-/// nlev levels of `width` rows: row q of level l reads rows q and q + 1 (mod width) of level l - 1, one
-/// random row of the levels below that, and from level `back` on row 7q (mod width) of level l - back.
-SparseMatrix far_reading_levels(index_t width, int nlev, int back, std::uint64_t seed) {
+/// nlev levels of `width` rows: row q of level l reads rows q and q + 1 (mod width) of level l - 1 and,
+/// when `far`, one random row of the levels below that and from level `back` on row 7q (mod width) of level
+/// l - back.
+SparseMatrix far_reading_levels(index_t width, int nlev, int back, bool far, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<std::int64_t> rows, cols;
   for (int l = 0; l < nlev; ++l)
@@ -654,25 +655,32 @@ SparseMatrix far_reading_levels(index_t width, int nlev, int back, std::uint64_t
       const std::int64_t below = std::int64_t(l - 1) * width;
       rows.push_back(r), cols.push_back(below + q);
       rows.push_back(r), cols.push_back(below + (q + 1) % width);
+      if (!far) continue;
       if (l >= 2) rows.push_back(r), cols.push_back(std::uniform_int_distribution<std::int64_t>(0, below - 1)(rng));
       if (l >= back) rows.push_back(r), cols.push_back(std::int64_t(l - back) * width + (7 * q) % width);
     }
   return SparseMatrix::from_triplets(width * nlev, width * nlev, rows, cols, std::vector<double>(rows.size(), 1.0));
 }
 
-// 30 levels of 3,000 rows with about 4.3 entries per row, rows reading 20 levels back: cluster's layout
-// does not fit, so auto runs fused_level for one right-hand side and levr for several, on fused_level's
-// part renumbered in level order; both orientations and formats, 1, 8, 9 and 16 right-hand sides.
-TEST(Sptrsv, AutoTakesLevrForSeveralRightHandSidesWhereClusterDoesNotFit) {
+// 30 levels of 3,000 rows: auto runs levr for several right-hand sides (at most 64 levels). With about
+// 4.3 entries per row and rows reading 20 levels back cluster's layout does not fit, so one right-hand
+// side runs fused_level and levr runs on its part renumbered in level order; with 2.9 entries per row one
+// runs fused and levr runs on the part in the caller's order. Both orientations and formats, 1, 8, 9 and
+// 16 right-hand sides.
+TEST(Sptrsv, AutoTakesLevrForSeveralRightHandSidesOnFewLevels) {
   SPADE_REQUIRE_GPU();
-  const Triangle t = make_triangle(far_reading_levels(3000, 30, 20, 9), 45);
-  for (const Variant& v : all_variants()) {
-    const DeviceMatrix<double> m(t, v);
-    SptrsvPlan<double> plan(m.view);
-    ASSERT_EQ(plan.algorithm(), SptrsvAlgorithm::fused_level) << describe(SptrsvAlgorithm::automatic, v, 1);
-    ASSERT_EQ(plan.algorithm(8), SptrsvAlgorithm::levr) << describe(SptrsvAlgorithm::automatic, v, 8);
-    for (int nrhs : {1, 8, 9, 16}) check_solves(plan, t, v, nrhs, 2, describe(plan.algorithm(nrhs), v, nrhs));
-    if (HasFatalFailure()) return;
+  for (bool far : {true, false}) {
+    SCOPED_TRACE(far ? "reading far back" : "reading the level below");
+    const Triangle t = make_triangle(far_reading_levels(3000, 30, 20, far, 9), 45);
+    for (const Variant& v : all_variants()) {
+      const DeviceMatrix<double> m(t, v);
+      SptrsvPlan<double> plan(m.view);
+      ASSERT_EQ(plan.algorithm(), far ? SptrsvAlgorithm::fused_level : SptrsvAlgorithm::fused)
+          << describe(SptrsvAlgorithm::automatic, v, 1);
+      ASSERT_EQ(plan.algorithm(8), SptrsvAlgorithm::levr) << describe(SptrsvAlgorithm::automatic, v, 8);
+      for (int nrhs : {1, 8, 9, 16}) check_solves(plan, t, v, nrhs, 2, describe(plan.algorithm(nrhs), v, nrhs));
+      if (HasFatalFailure()) return;
+    }
   }
 }
 

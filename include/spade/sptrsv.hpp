@@ -64,7 +64,9 @@ enum class SptrsvAlgorithm {
               ///< takes one pass of the block, for several in any case. Where cluster does not fit in
               ///< place of fused_level, passes of several right-hand sides run level_block on levels of at
               ///< most 10,000 entries on average (the plan then also holds level_block's packed copy),
-              ///< levr on wider ones (on fused_level's part, renumbered in level order).
+              ///< levr on wider ones (on fused_level's part, renumbered in level order). Passes of several
+              ///< right-hand sides also run levr, whatever one runs except level_block, on triangles of at
+              ///< most 64 levels or of at most 500 levels of 4,000 rows or more on average.
               ///< SptrsvPlan::algorithm(nrhs) tells which algorithm a solve runs
   levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017)
   levc,       ///< "levc": level sets, one launch per level, a warp per column on CSC with atomic updates (Li 2017)
