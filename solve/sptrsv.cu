@@ -150,8 +150,9 @@ constexpr double kAutoLevelBlockRowsDense = 300;
 constexpr double kAutoMultiRhsLevelBlockEntries = 10000;
 /// auto: passes of several right-hand sides run levr on triangles of at most kAutoMultiRhsLevrLevels
 /// levels, and of at most kAutoMultiRhsLevrWideLevels levels of kAutoMultiRhsLevrWideRows rows or more on
-/// average, whatever one right-hand side runs, unless it runs level_block (narrow levels). With programmatic dependent launch (version 19) levr solves
-/// 8 right-hand sides in about 1.0-1.1 times its time for one; H100, version 19, 8 right-hand sides, levr
+/// average, whatever one right-hand side runs, unless it runs level_block (narrow levels). With
+/// programmatic dependent launch (version 19) levr solves 8 right-hand sides in about 1.0-1.1 times its
+/// time for one; H100, version 19, 8 right-hand sides, levr
 /// against auto's earlier choice: mdual_lap (44 levels) 0.164 against fused's 0.216 ms, bayer10 (8)
 /// 0.036 against cluster's 0.041, lap3d7 128^3 (382 levels of 5,490 rows) 1.50 against 1.97, lap3d7 64 x
 /// 128 x 256 (446 of 4,702) 1.35 against 1.45; slower at 638 levels of 3,287 (lap3d7 64 x 64 x 512, 2.08

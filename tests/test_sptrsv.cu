@@ -587,7 +587,8 @@ SparseMatrix chain_with_long_rows(index_t n, int wide, std::uint64_t seed) {
     rows.push_back(i), cols.push_back(i);
     if (i > 0) rows.push_back(i), cols.push_back(i - 1);
     if (i % 997 == 0 && i > 1)
-      for (int e = 0; e < wide; ++e) rows.push_back(i), cols.push_back(std::uniform_int_distribution<index_t>(0, i - 2)(rng));
+      for (int e = 0; e < wide; ++e)
+        rows.push_back(i), cols.push_back(std::uniform_int_distribution<index_t>(0, i - 2)(rng));
   }
   return SparseMatrix::from_triplets(n, n, rows, cols, std::vector<double>(rows.size(), 1.0));
 }
