@@ -28,6 +28,16 @@ inline bool cuda_device_available() {
   return count > 0;
 }
 
+/// The compute capability's major number of the current device (9 for Hopper); throws ResourceError when
+/// the query fails.
+inline int cuda_device_major() {
+  int device = 0, major = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__);
+  cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute",
+             __FILE__, __LINE__);
+  return major;
+}
+
 }  // namespace spade
 
 #define SPADE_CUDA_CHECK(call) ::spade::cuda_check((call), #call, __FILE__, __LINE__)

@@ -87,20 +87,11 @@ void run_levels(Kernel kernel, const LowerPart<T>& L, const std::int32_t* jlev, 
   }
 }
 
-/// Whether the current device launches programmatic dependents (compute capability 9.0 and later).
-bool dependent_launch() {
-  int device = 0, major = 0;
-  cuda_check(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__);
-  cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute",
-             __FILE__, __LINE__);
-  return major >= 9;
-}
-
 /// LEVR's launches, each level allowed to start while the one before finishes where the device can.
 template <typename T, int R>
 void run_levr(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host, int nlev,
               const RhsPass<T>& rhs, cudaStream_t stream) {
-  if (!dependent_launch()) {
+  if (cuda_device_major() < 9) {  // programmatic dependent launch needs compute capability 9.0
     run_levels<T, R>(levr_kernel<T, R>, L, jlev, level_ptr_host, nlev, rhs, stream);
     return;
   }

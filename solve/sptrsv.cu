@@ -578,11 +578,8 @@ bool SptrsvPlan<T>::Impl::build_cluster(int nlev, double entries_per_row, int* r
   // The shares of every level in every block and their entries, the most levels a row reads back, the
   // ring that distance + 1 levels need; then, where the layout fits, the push codes (a histogram of the
   // columns, its scan, a scatter). counts and cursor: n ints each.
-  int device = 0, major = 0;
-  SPADE_CUDA_CHECK(cudaGetDevice(&device));
-  SPADE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   const index_t n = stats.n;
-  if (major < 9 || n == 0 || nlev == 0) return false;
+  if (cuda_device_major() < 9 || n == 0 || nlev == 0) return false;
   const std::size_t shares = std::size_t(nlev) * ks::kClusterBlocks;
   if (shares >= std::size_t(INT_MAX)) return false;
   Slab layout;
