@@ -10,7 +10,8 @@
 // by 0.9 / max(entries in the row, entries in the column), so L is diagonally dominant. Solve times are
 // medians of CUDA-event timings after warm-up; analysis times are host wall clock around the whole
 // analysis including its allocations and the final synchronization, for cuSPARSE (bufferSize + buffer
-// allocation + analysis) and for spade (plan construction) alike. The floor is the bytes of L (values,
+// allocation + analysis) and for spade (plan construction) alike; the first solve after the analysis is
+// timed the same way, once (levr records its CUDA graph in it). The floor is the bytes of L (values,
 // indices, row pointers) and of b and x once, over the measured device-to-device copy bandwidth.
 // A "-" in cluster's columns: its layout does not fit that matrix (the plan ran fused_level instead).
 #include <cusparse.h>
@@ -207,6 +208,7 @@ double relative_error(const std::vector<double>& x, const std::vector<double>& r
 
 struct Result {
   double analysis = NAN, solve = NAN, solve8 = NAN;
+  double first = NAN;  // the first solve after the analysis (one right-hand side), host wall clock
   bool ok = true;
   SptrsvAlgorithm choice = SptrsvAlgorithm::automatic, choice8 = SptrsvAlgorithm::automatic;  // what ran
 };
@@ -276,9 +278,11 @@ Row run_matrix(const std::string& name, const HostCsr& L, double bandwidth, cusp
   };
   row.cusparse.analysis = time_host(sv_analysis);
   cusparseSpSVDescr_t sv = sv_descrs.back();
-  row.cusparse.solve = time_solve([&] {
+  auto sv_solve = [&] {
     CUSPARSE_CHECK(cusparseSpSV_solve(handle, op, &alpha, A, vb, vx, CUDA_R_64F, CUSPARSE_SPSV_ALG_DEFAULT, sv));
-  });
+  };
+  row.cusparse.first = time_host([&] { sv_solve(); SPADE_CUDA_CHECK(cudaDeviceSynchronize()); }, 1);
+  row.cusparse.solve = time_solve(sv_solve);
   const std::vector<double> ref1 = x_ref.download();
   for (cusparseSpSVDescr_t d : sv_descrs) cusparseSpSV_destroyDescr(d);
   for (void* buffer : sv_buffers) cudaFree(buffer);
@@ -313,6 +317,7 @@ Row run_matrix(const std::string& name, const HostCsr& L, double bandwidth, cusp
     std::vector<std::unique_ptr<spade::SptrsvPlan<double>>> plans;  // destroyed after the timing
     r.analysis = time_host([&] { plans.push_back(std::make_unique<spade::SptrsvPlan<double>>(view, options)); });
     spade::SptrsvPlan<double>& plan = *plans.back();
+    r.first = time_host([&] { plan.solve(b.p, x.p); SPADE_CUDA_CHECK(cudaDeviceSynchronize()); }, 1);
     r.solve = time_solve([&] { plan.solve(b.p, x.p); });
     plan.check();
     const std::vector<double> x1 = x.download();
@@ -323,7 +328,7 @@ Row run_matrix(const std::string& name, const HostCsr& L, double bandwidth, cusp
     r.choice = plan.algorithm();
     r.choice8 = plan.algorithm(nrhs);
     if (a != SptrsvAlgorithm::automatic && r.choice != a)  // cluster did not fit: its column shows "-"
-      r.analysis = r.solve = r.solve8 = std::nan("");
+      r.analysis = r.solve = r.solve8 = r.first = std::nan("");
     return plan.stats();
   };
   for (SptrsvAlgorithm a : timed_algorithms) {
@@ -387,16 +392,22 @@ void print_tables(const std::vector<Row>& rows) {
               ratio(std::exp(log_best / count)).c_str(), ratio(std::exp(log_auto / count)).c_str(), slower_best,
               slower_auto, rows.size());
 
-  std::printf("\n### Analysis time (ms, host wall clock, median of 3)\n\n| matrix | cuSPARSE SpSV |");
+  std::printf("\n### Analysis time (ms, host wall clock, median of 3)\n\nThe last three columns: the first solve "
+              "after the analysis (one right-hand side, host wall clock, once), where levr records its graph.\n\n"
+              "| matrix | cuSPARSE SpSV |");
   for (SptrsvAlgorithm a : timed_algorithms) std::printf(" %s |", spade::to_string(a));
-  std::printf(" auto |\n|---|---|");
-  for (std::size_t c = 0; c <= timed_algorithms.size(); ++c) std::printf("---|");
+  std::printf(" auto | first solve: cuSPARSE | levr | auto |\n|---|---|");
+  for (std::size_t c = 0; c <= timed_algorithms.size() + 3; ++c) std::printf("---|");
   std::printf("\n");
   int auto_slower = 0;
+  const auto levr_at = std::find(timed_algorithms.begin(), timed_algorithms.end(), SptrsvAlgorithm::levr);
   for (const Row& r : rows) {
     std::printf("| %s | %s |", r.name.c_str(), fmt(r.cusparse.analysis).c_str());
     for (const Result& o : r.ours) std::printf(" %s |", fmt(o.analysis).c_str());
-    std::printf(" %s |\n", fmt(r.automatic.analysis).c_str());
+    const double levr_first =
+        levr_at == timed_algorithms.end() ? NAN : r.ours[std::size_t(levr_at - timed_algorithms.begin())].first;
+    std::printf(" %s | %s | %s | %s |\n", fmt(r.automatic.analysis).c_str(), fmt(r.cusparse.first).c_str(),
+                fmt(levr_first).c_str(), fmt(r.automatic.first).c_str());
     auto_slower += r.automatic.analysis > r.cusparse.analysis;
   }
   std::printf("\nauto's analysis slower than cuSPARSE's on %d of %zu matrices.\n", auto_slower, rows.size());

@@ -117,9 +117,18 @@ bool chunked_solve(SptrsvAlgorithm a) {
   return a == SptrsvAlgorithm::thread || a == SptrsvAlgorithm::fused || a == SptrsvAlgorithm::fused_level;
 }
 
-/// auto: at most this many levels are solved level by level (measured: two levels of c-62 in 28 us
-/// against 75 us for cuSPARSE SpSV, twenty levels of basker_matrix1 in 79 us against 39 us).
-constexpr int kAutoMaxLevelLaunches = 4;
+/// auto: at most this many levels are solved level by level (levr's graph), where the fixed costs of the
+/// one-kernel solves weigh most. H100, version 20, one right-hand side: bayer10 (8 levels) 0.0149 ms
+/// against cluster's 0.0240, c-62 (2) 0.0291 against fused's 0.094; basker_matrix1 (20) 0.0347, as fused;
+/// mdual_lap (44) 0.091 against fused's 0.058.
+constexpr int kAutoMaxLevelLaunches = 16;
+/// auto: levr for one right-hand side too from kAutoLevrEntriesPerRow entries per row (diagonal included)
+/// where passes of several run levr by their entries per level (kAutoLevrEntriesPerLevel): a level of long
+/// rows keeps the SMs busier than a handoff costs. H100, version 20: the 27-point grids 128^3 (32,500
+/// entries per level) 1.16 ms against fused_level's 2.24, 64 x 128 x 256 (21,600) 1.58 against cluster's
+/// 2.30. With 4-5 entries per row cluster stays faster (lap3d7 64 x 128 x 256: 0.80 against 0.72; lap2d9
+/// 1024^2: 3.54 against 3.19).
+constexpr double kAutoLevrEntriesPerRow = 8;
 /// auto: fused_level from this many entries per row (diagonal included), fused below. Rows with one or two
 /// entries below the diagonal (5-point grids, web graphs) form chains that index order runs inside a chunk
 /// at shuffle speed; rows with more take their entries from other chunks, and level order reads those
@@ -149,17 +158,16 @@ constexpr double kAutoLevelBlockRowsDense = 300;
 /// (lap3d27 128^3) or needs compute capability 9.0.
 constexpr double kAutoMultiRhsLevelBlockEntries = 10000;
 /// auto: passes of several right-hand sides run levr on triangles of at most kAutoMultiRhsLevrLevels
-/// levels, and of at most kAutoMultiRhsLevrWideLevels levels of kAutoMultiRhsLevrWideRows rows or more on
-/// average, whatever one right-hand side runs, unless it runs level_block (narrow levels). With
-/// programmatic dependent launch (version 19) levr solves 8 right-hand sides in about 1.0-1.1 times its
-/// time for one; H100, version 19, 8 right-hand sides, levr
-/// against auto's earlier choice: mdual_lap (44 levels) 0.164 against fused's 0.216 ms, bayer10 (8)
-/// 0.036 against cluster's 0.041, lap3d7 128^3 (382 levels of 5,490 rows) 1.50 against 1.97, lap3d7 64 x
-/// 128 x 256 (446 of 4,702) 1.35 against 1.45; slower at 638 levels of 3,287 (lap3d7 64 x 64 x 512, 2.08
-/// against 1.19) and on NotreDame_www (275 levels, 1.07 against fused's 0.38).
+/// levels, and on levels of at least kAutoLevrEntriesPerLevel entries on average, whatever one right-hand
+/// side runs, unless it runs level_block (narrow levels). levr solves 8 right-hand sides in about 1.5
+/// times its time for one. H100, version 20, 8 right-hand sides, levr against cluster: lap3d7 100^3
+/// (13,300 entries per level) 0.631 against 0.834 ms, lap3d27 64 x 128 x 256 (21,600) 3.62 against 4.57;
+/// about even at 13,000 (lap3d7 64 x 64 x 512, 1.235 against 1.195); slower at 12,900 (lap3d27 64 x 64 x
+/// 512, 5.77 against 4.07; one right-hand side 2.57 against 2.75) and 7,400 (lap3d7 32 x 64 x 1024, 1.71
+/// against 1.31). Few levels, against fused: mdual_lap (44 levels) 0.159 against 0.217, basker_matrix1 (20)
+/// 0.048 against 0.081.
 constexpr int kAutoMultiRhsLevrLevels = 64;
-constexpr int kAutoMultiRhsLevrWideLevels = 500;
-constexpr double kAutoMultiRhsLevrWideRows = 4000;
+constexpr double kAutoLevrEntriesPerLevel = 13000;
 /// auto: cluster instead of fused_level, and instead of level_block from this many entries per level (rows
 /// per level times entries per row, diagonal included), where cluster's layout fits (compute capability
 /// 9.0); one right-hand side only where every share takes one pass of its block (cluster_one_pass), passes
@@ -216,6 +224,8 @@ struct SptrsvPlan<T>::Impl {
   T* left_sum[2] = {nullptr, nullptr};  // R = 1, R = kRhsPerPass
   T* y[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};  // fused: two sentinel buffers; level_block: one
   int parity[2] = {0, 0};
+  ks::LevrGraph<T> levr_graph[2];     // levr: one right-hand side, passes of several
+  ks::RhsPass<T>* rhs_desc = nullptr;  // levr: each graph's right-hand side (device, two)
   ks::LevelPack<T> pack{};
   ks::LevelDesc* pack_desc = nullptr;
   std::int32_t* pack_offsets = nullptr;
@@ -289,7 +299,8 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   if (leveled) temp_bytes = std::max(temp_bytes, ks::sort_temp_bytes(n, ks::key_bits(n)));
 
   Slab layout;
-  const auto o_control = layout.add<Control>(1), o_temp = layout.add<char>(temp_bytes);
+  const auto o_control = layout.add<Control>(1), o_temp = layout.add<char>(temp_bytes),
+             o_rhs_desc = layout.add<ks::RhsPass<T>>(2);
   const auto o_count = layout.add<std::int32_t>(n1);
   const auto o_diag = layout.add<T>(n), o_diag_src = layout.add<std::int32_t>(n);
   const auto o_ptr = layout.add<std::int32_t>(n1), o_ind = layout.add<index_t>(nnz), o_val = layout.add<T>(nnz),
@@ -316,6 +327,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   common = std::move(layout);
   common.allocate();
   control = common.at<Control>(o_control);
+  rhs_desc = common.at<ks::RhsPass<T>>(o_rhs_desc);
   void* temp = common.at<char>(o_temp);
   std::int32_t* count = common.at<std::int32_t>(o_count);
   diag = common.at<T>(o_diag);
@@ -391,8 +403,8 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   }
   if (automatic) {
     // The level analysis, then: a handful of levels solved a launch per level (levr), which costs less
-    // than any waiting; level_block for narrow levels, else fused or fused_level by the entries per row;
-    // both pick thread- or warp-level work per chunk.
+    // than any waiting; level_block for narrow levels; levr for wide levels of long rows; else fused or
+    // fused_level by the entries per row, both picking thread- or warp-level work per chunk.
     SPADE_CUDA_CHECK(cudaMemsetAsync(level, 0, sizeof(int) * n, stream));
     ks::levels_csr(n, ptr, ind, level, &control->max_level, schedule(), stream);
     c = read_control(stream);
@@ -408,7 +420,10 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
                   : dense ? SptrsvAlgorithm::fused_level
                           : SptrsvAlgorithm::fused;
       const double entries_per_level = rows_per_level * entries_per_row;
-      if (algorithm == SptrsvAlgorithm::fused_level)
+      const bool wide = !narrow && entries_per_level >= kAutoLevrEntriesPerLevel;
+      if (wide && entries_per_row >= kAutoLevrEntriesPerRow)
+        algorithm = SptrsvAlgorithm::levr;
+      else if (algorithm == SptrsvAlgorithm::fused_level)
         multi_without_cluster = entries_per_level <= kAutoMultiRhsLevelBlockEntries ? SptrsvAlgorithm::level_block
                                                                                     : SptrsvAlgorithm::levr;
       if (algorithm == SptrsvAlgorithm::fused_level ||
@@ -416,9 +431,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
         without_cluster = algorithm;
         algorithm = multi_algorithm = SptrsvAlgorithm::cluster;
       }
-      if (!narrow && (nlev <= kAutoMultiRhsLevrLevels || (nlev <= kAutoMultiRhsLevrWideLevels &&
-                                                           rows_per_level >= kAutoMultiRhsLevrWideRows)))
-        multi_algorithm = SptrsvAlgorithm::levr;
+      if (wide || (!narrow && nlev <= kAutoMultiRhsLevrLevels)) multi_algorithm = SptrsvAlgorithm::levr;
     }
   }
   if (multi_algorithm == SptrsvAlgorithm::automatic) multi_algorithm = algorithm;
@@ -710,7 +723,8 @@ void SptrsvPlan<T>::solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, 
     const int nlev = p.stats.levels;
     switch (w == 1 ? p.multi_algorithm : p.algorithm) {
       case SptrsvAlgorithm::levr:
-        ks::solve_levr(L, p.perm != nullptr ? nullptr : p.jlev, p.level_ptr_host.data(), nlev, rhs, stream);
+        p.levr_graph[w].solve(L, p.perm != nullptr ? nullptr : p.jlev, p.level_ptr_host.data(), nlev, rhs,
+                              p.rhs_desc + w, stream);
         break;
       case SptrsvAlgorithm::levc: ks::solve_levc(L, p.jlev, p.level_ptr_host.data(), nlev, rhs, stream); break;
       case SptrsvAlgorithm::slfr:

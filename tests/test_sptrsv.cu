@@ -685,6 +685,96 @@ TEST(Sptrsv, AutoTakesLevrForSeveralRightHandSidesOnFewLevels) {
   }
 }
 
+/// nlev levels of `width` rows: row q of level l reads rows q .. q + reads - 1 (mod width) of level l - 1.
+SparseMatrix banded_levels(index_t width, int nlev, int reads) {
+  std::vector<std::int64_t> rows, cols;
+  for (int l = 0; l < nlev; ++l)
+    for (index_t q = 0; q < width; ++q) {
+      const std::int64_t r = std::int64_t(l) * width + q;
+      rows.push_back(r), cols.push_back(r);
+      if (l > 0)
+        for (int k = 0; k < reads; ++k)
+          rows.push_back(r), cols.push_back(std::int64_t(l - 1) * width + (q + k) % width);
+    }
+  return SparseMatrix::from_triplets(width * nlev, width * nlev, rows, cols, std::vector<double>(rows.size(), 1.0));
+}
+
+// auto runs levr for one right-hand side and for several on 12 levels (at most 16), and on 20 levels of
+// 2,000 rows of 10 entries below the diagonal (at least 8 entries per row and 13,000 per level). Every
+// orientation and format, 1, 8 and 9 right-hand sides.
+TEST(Sptrsv, AutoTakesLevrOnFewLevelsAndOnWideLevelsOfLongRows) {
+  SPADE_REQUIRE_GPU();
+  for (bool few : {true, false}) {
+    SCOPED_TRACE(few ? "12 levels" : "wide levels of long rows");
+    const Triangle t = make_triangle(few ? banded_levels(3000, 12, 2) : banded_levels(2000, 20, 10), 47);
+    for (const Variant& v : all_variants()) {
+      const DeviceMatrix<double> m(t, v);
+      SptrsvPlan<double> plan(m.view);
+      ASSERT_EQ(plan.algorithm(), SptrsvAlgorithm::levr) << describe(SptrsvAlgorithm::automatic, v, 1);
+      ASSERT_EQ(plan.algorithm(8), SptrsvAlgorithm::levr) << describe(SptrsvAlgorithm::automatic, v, 8);
+      for (int nrhs : {1, 8, 9}) check_solves(plan, t, v, nrhs, 2, describe(plan.algorithm(nrhs), v, nrhs));
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// levr replays a CUDA graph recorded at its first solve of each width: later solves with other buffers,
+// counts and leading dimensions, on a stream of the caller's and on the legacy default stream, must reach
+// the recorded levels; a solve on a stream the caller is capturing launches the levels into the caller's
+// graph instead. Both the caller's order and auto's level-ordered part (far-reading levels).
+TEST(Sptrsv, LevrGraphFollowsEachSolvesBuffers) {
+  SPADE_REQUIRE_GPU();
+  for (bool far : {false, true}) {
+    SCOPED_TRACE(far ? "level-ordered part" : "caller's order");
+    const Triangle t = make_triangle(far_reading_levels(3000, 30, 20, far, 17), 46);
+    const index_t n = t.lower.cols();
+    const Variant v{SparseFormat::csr, TriangleKind::upper, DiagonalKind::non_unit};
+    const DeviceMatrix<double> m(t, v);
+    SptrsvOptions options;
+    options.algorithm = far ? SptrsvAlgorithm::automatic : SptrsvAlgorithm::levr;
+    SptrsvPlan<double> plan(m.view, options);
+    ASSERT_EQ(plan.algorithm(8), SptrsvAlgorithm::levr);
+    cudaStream_t stream = nullptr;
+    SPADE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    int call = 0;
+    for (int nrhs : {1, 8, 1, 3, 8, 11, 1}) {
+      for (bool captured : {false, true}) {
+        if (captured && plan.algorithm(nrhs) != SptrsvAlgorithm::levr) continue;
+        const index_t ld = n + 3 * call;
+        std::vector<double> b_host(std::size_t(ld) * nrhs, 0.0), b_packed = random_rhs(n, nrhs, 77 + call);
+        for (int r = 0; r < nrhs; ++r)
+          std::copy_n(b_packed.begin() + std::size_t(r) * n, n, b_host.begin() + std::size_t(r) * ld);
+        DeviceVector<double> b(b_host), x(std::size_t(ld) * nrhs);
+        x.poison();
+        const cudaStream_t s = call % 2 == 0 ? stream : nullptr;
+        if (captured) {
+          cudaGraph_t graph = nullptr;
+          cudaGraphExec_t exec = nullptr;
+          SPADE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+          plan.solve(b.get(), ld, x.get(), ld, nrhs, stream);
+          SPADE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+          SPADE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+          SPADE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+          SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+          cudaGraphExecDestroy(exec);
+          cudaGraphDestroy(graph);
+        } else {
+          plan.solve(b.get(), ld, x.get(), ld, nrhs, s);
+        }
+        plan.check(s);
+        const std::vector<double> x_host = x.download(), ref = reference_solve(t.lower, true, false, b_packed, nrhs);
+        std::vector<double> x_packed(std::size_t(n) * nrhs);
+        for (int r = 0; r < nrhs; ++r)
+          std::copy_n(x_host.begin() + std::size_t(r) * ld, n, x_packed.begin() + std::size_t(r) * n);
+        EXPECT_LE(relative_error(x_packed, ref), tolerance<double>(t))
+            << "nrhs " << nrhs << (captured ? ", captured" : "") << ", call " << call;
+        ++call;
+      }
+    }
+    SPADE_CUDA_CHECK(cudaStreamDestroy(stream));
+  }
+}
+
 TEST(SptrsvErrors, ZeroDiagonalNamesTheRow) {
   SPADE_REQUIRE_GPU();
   Triangle t = make_triangle(laplacian_2d(10, 10), 50);

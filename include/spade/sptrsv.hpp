@@ -54,9 +54,10 @@ enum class DiagonalKind { non_unit, unit };
 
 /// The kernel families, each selectable by name (to_string / sptrsv_algorithm_from_string).
 enum class SptrsvAlgorithm {
-  automatic,  ///< "auto": after the level analysis, levr when the triangle has at most 4 levels; else
+  automatic,  ///< "auto": after the level analysis, levr when the triangle has at most 16 levels; else
               ///< level_block for at most 520 rows per level (n / levels; 300 from 3.5 entries per row,
-              ///< diagonal included), else fused_level from 3.5
+              ///< diagonal included), else levr from 8 entries per row on levels of at least 13,000
+              ///< entries on average (diagonal included), else fused_level from 3.5
               ///< entries per row, else fused; the fused kernels choose thread- or warp-level work per
               ///< chunk from the nonzeros per row. Where auto would take fused_level, or level_block on
               ///< levels of at least 1,000 entries on average (diagonal included), it takes cluster where
@@ -66,9 +67,11 @@ enum class SptrsvAlgorithm {
               ///< most 10,000 entries on average (the plan then also holds level_block's packed copy),
               ///< levr on wider ones (on fused_level's part, renumbered in level order). Passes of several
               ///< right-hand sides also run levr, whatever one runs except level_block, on triangles of at
-              ///< most 64 levels or of at most 500 levels of 4,000 rows or more on average.
+              ///< most 64 levels or of levels of at least 13,000 entries on average.
               ///< SptrsvPlan::algorithm(nrhs) tells which algorithm a solve runs
-  levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017)
+  levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017); the launches are
+              ///< recorded as a CUDA graph at the first solve of one right-hand side and at the first of
+              ///< several (that solve pays the recording, about 4-5 us per level on an H100) and replayed
   levc,       ///< "levc": level sets, one launch per level, a warp per column on CSC with atomic updates (Li 2017)
   slfr,       ///< "slfr": self-scheduling, a warp per row in level order, waits on ready flags (Li 2017)
   slfc,       ///< "slfc": self-scheduling, a warp per column in level order, in-degree counters (Li 2017)
@@ -157,8 +160,11 @@ class SptrsvPlan {
 
   /// Enqueues x := T^{-1} b for nrhs columns (device pointers, column-major, ldb and ldx >= n). The
   /// columns are solved 8 at a time (one self-scheduled launch, or one sweep of level launches, per 8; the
-  /// last pass takes the rest). Throws InvalidInput for null pointers, nrhs < 1 or a leading dimension
-  /// < n; ResourceError for CUDA errors.
+  /// last pass takes the rest). levr replays the graph it recorded at its first solve of that width (the
+  /// first solve records it), with this solve's b and x; on a stream the caller is capturing it launches
+  /// the levels into the caller's graph instead. A plan runs one solve at a time: solves on different
+  /// streams must be ordered by the caller. Throws InvalidInput for null pointers, nrhs < 1 or a leading
+  /// dimension < n; ResourceError for CUDA errors.
   void solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, cudaStream_t stream = nullptr);
   /// One right-hand side.
   void solve(const T* b, T* x, cudaStream_t stream = nullptr) { solve(b, n(), x, n(), 1, stream); }
