@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/sync.cuh"
 #include "spade/sparse_matrix.hpp"
@@ -189,11 +190,11 @@ void fill_sentinel(std::int64_t count, T* y, cudaStream_t stream);
 
 /// LEVR: one launch per level, a warp per row (kernels/sptrsv_level.cu), recorded once as a CUDA graph and
 /// replayed: a graph starts a chain of small kernels about three times faster than the host launches them
-/// (H100, 900 kernels with programmatic dependent launch: 1.1 against 3.5 us each). A solve's right-hand
-/// side reaches the recorded levels through `desc`, one RhsPass in device memory: the first level's node
-/// takes it as a parameter, set before every replay, and stores it there; the later levels read it.
-/// Where `stream` is being captured (the caller records a graph of its own), the levels are launched one by
-/// one instead.
+/// (H100, 900 kernels with programmatic dependent launch: 1.1 against 3.7 us each). The nodes hold the
+/// right-hand side of the last replay; a solve with another one (b, x, a leading dimension or the count)
+/// first rewrites every level's node (0.7 us per level on the host, H100 machine), still faster than
+/// launching the levels. Where `stream` is being captured (the caller records a graph of its own), the
+/// levels are launched one by one instead.
 template <typename T>
 class LevrGraph {
  public:
@@ -205,16 +206,19 @@ class LevrGraph {
   ~LevrGraph();
   /// Solves one pass; records the graph on the first call. x may alias b. jlev null: L is renumbered in
   /// level order (L.perm set), level l being rows level_ptr_host[l] to level_ptr_host[l + 1]. L, jlev, the
-  /// levels, desc and whether rhs.nr is 1 must be the same in every call (L's values may change).
+  /// levels and whether rhs.nr is 1 must be the same in every call (L's values may change).
   void solve(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host, int nlev,
-             const RhsPass<T>& rhs, RhsPass<T>* desc, cudaStream_t stream);
+             const RhsPass<T>& rhs, cudaStream_t stream);
 
  private:
   void record(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host, int nlev,
-              const RhsPass<T>& rhs, RhsPass<T>* desc);
+              const RhsPass<T>& rhs);
+  void retarget(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host,
+                const RhsPass<T>& rhs);
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
-  cudaGraphNode_t first_ = nullptr;  ///< the first level's kernel node in graph_
+  std::vector<cudaGraphNode_t> levels_;  ///< each level's kernel node in graph_, in level order
+  RhsPass<T> recorded_{};                ///< the right-hand side the nodes hold
 };
 /// LEVC: x := b, then one launch per level, a warp per column adding its updates into x atomically.
 template <typename T>

@@ -12,6 +12,7 @@
 // arithmetic, one load or atomic per entry, and a row's sums are reduced over four lanes (2 shuffles) rather
 // than over the warp for each of the R right-hand sides (40 shuffles and R loads per entry and lane).
 #include <utility>
+#include <vector>
 
 #include "kernels/sptrsv_common.cuh"
 
@@ -33,35 +34,10 @@ __device__ inline void wait_for_previous_level() {
 #endif
 }
 
-/// The right-hand side of a graph's replay, read from L2 (ld.global.cg), the point of coherence: it changes
-/// between replays.
-template <typename T>
-__device__ inline RhsPass<T> load_rhs(const RhsPass<T>* d) {
-  RhsPass<T> r;
-  r.b = reinterpret_cast<const T*>(__ldcg(reinterpret_cast<const unsigned long long*>(&d->b)));
-  r.ldb = __ldcg(&d->ldb);
-  r.x = reinterpret_cast<T*>(__ldcg(reinterpret_cast<const unsigned long long*>(&d->x)));
-  r.ldx = __ldcg(&d->ldx);
-  r.nr = __ldcg(&d->nr);
-  return r;
-}
-
-/// One level. The right-hand side is `pass`, or *from where from is set (a graph's later levels); a set
-/// `publish` (a graph's first level) receives `pass` for them. A level reads *from before its wait: it
-/// starts after the level before it has started, and a graph's second level only after the first has
-/// completed. One thread per block reads it, for the block (H100, one right-hand side, every warp reading
-/// it against one read per block: lap3d7 128^3 1.35 against 0.85 ms, mdual_lap 0.145 against 0.089).
 template <typename T, int R>
 __global__ void levr_kernel(LowerPart<T> L, const std::int32_t* jlev, std::int32_t begin, std::int32_t end,
-                            RhsPass<T> pass, const RhsPass<T>* from, RhsPass<T>* publish) {
+                            RhsPass<T> rhs) {
   start_next_level();
-  if (publish != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *publish = pass;
-  __shared__ RhsPass<T> shared_rhs;
-  if (from != nullptr) {
-    if (threadIdx.x == 0) shared_rhs = load_rhs(from);
-    __syncthreads();
-  }
-  const RhsPass<T> rhs = from != nullptr ? shared_rhs : pass;
   const RhsLanes<R> lanes(threadIdx.x % kWarpSize);
   const std::int32_t pos = begin + (blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
   if (pos >= end) return;
@@ -117,11 +93,10 @@ void run_levels(Kernel kernel, const LowerPart<T>& L, const std::int32_t* jlev, 
 }
 
 /// LEVR's launches, each level allowed to start while the one before finishes where the device can
-/// (`overlap`, compute capability 9.0). In a graph (desc set) the first level publishes the right-hand side
-/// to desc and the second waits for the first to complete.
+/// (`overlap`, compute capability 9.0).
 template <typename T, int R>
 void launch_levr(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host, int nlev,
-                 const RhsPass<T>& rhs, RhsPass<T>* desc, bool overlap, cudaStream_t stream) {
+                 const RhsPass<T>& rhs, bool overlap, cudaStream_t stream) {
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
@@ -129,27 +104,49 @@ void launch_levr(const LowerPart<T>& L, const std::int32_t* jlev, const std::int
   config.blockDim = dim3(kBlockThreads);
   config.stream = stream;
   config.attrs = &attribute;
-  const int first_overlapped = desc != nullptr ? 2 : 1;
   for (int l = 0; l < nlev; ++l) {
     const std::int32_t begin = level_ptr_host[l], end = level_ptr_host[l + 1];
     config.gridDim = dim3(blocks_for(end - begin, kBlockWarps));
     // The first level reads b before its wait: it waits for what came before it in the stream.
-    config.numAttrs = overlap && l >= first_overlapped ? 1 : 0;
-    const RhsPass<T>* from = desc != nullptr && l > 0 ? desc : nullptr;
-    RhsPass<T>* publish = desc != nullptr && l == 0 ? desc : nullptr;
-    cuda_check(cudaLaunchKernelEx(&config, levr_kernel<T, R>, L, jlev, begin, end, rhs, from, publish),
-               "levr_kernel", __FILE__, __LINE__);
+    config.numAttrs = overlap && l > 0 ? 1 : 0;
+    cuda_check(cudaLaunchKernelEx(&config, levr_kernel<T, R>, L, jlev, begin, end, rhs), "levr_kernel", __FILE__,
+               __LINE__);
   }
 }
 
 template <typename T>
 void launch_levr(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host, int nlev,
-                 const RhsPass<T>& rhs, RhsPass<T>* desc, cudaStream_t stream) {
+                 const RhsPass<T>& rhs, cudaStream_t stream) {
   const bool overlap = cuda_device_major() >= 9;  // programmatic dependent launch
   if (rhs.nr == 1)
-    launch_levr<T, 1>(L, jlev, level_ptr_host, nlev, rhs, desc, overlap, stream);
+    launch_levr<T, 1>(L, jlev, level_ptr_host, nlev, rhs, overlap, stream);
   else
-    launch_levr<T, kRhsPerPass>(L, jlev, level_ptr_host, nlev, rhs, desc, overlap, stream);
+    launch_levr<T, kRhsPerPass>(L, jlev, level_ptr_host, nlev, rhs, overlap, stream);
+}
+
+/// The node that depends on `node` in a chain (one dependent at most). The edge's data is asked for too:
+/// without it the query fails on a programmatic edge.
+cudaGraphNode_t next_in_chain(cudaGraphNode_t node) {
+  cudaGraphNode_t next = nullptr;
+  std::size_t count = 1;
+#if CUDART_VERSION >= 13000
+  cudaGraphEdgeData edge{};
+  cuda_check(cudaGraphNodeGetDependentNodes(node, &next, &edge, &count), "cudaGraphNodeGetDependentNodes",
+             __FILE__, __LINE__);
+#elif CUDART_VERSION >= 12030
+  cudaGraphEdgeData edge{};
+  cuda_check(cudaGraphNodeGetDependentNodes_v2(node, &next, &edge, &count), "cudaGraphNodeGetDependentNodes",
+             __FILE__, __LINE__);
+#else
+  cuda_check(cudaGraphNodeGetDependentNodes(node, &next, &count), "cudaGraphNodeGetDependentNodes", __FILE__,
+             __LINE__);
+#endif
+  return count == 0 ? nullptr : next;
+}
+
+template <typename T>
+bool same_pass(const RhsPass<T>& a, const RhsPass<T>& b) {
+  return a.b == b.b && a.ldb == b.ldb && a.x == b.x && a.ldx == b.ldx && a.nr == b.nr;
 }
 
 }  // namespace
@@ -157,13 +154,14 @@ void launch_levr(const LowerPart<T>& L, const std::int32_t* jlev, const std::int
 template <typename T>
 LevrGraph<T>::LevrGraph(LevrGraph&& o) noexcept
     : graph_(std::exchange(o.graph_, nullptr)), exec_(std::exchange(o.exec_, nullptr)),
-      first_(std::exchange(o.first_, nullptr)) {}
+      levels_(std::move(o.levels_)), recorded_(o.recorded_) {}
 
 template <typename T>
 LevrGraph<T>& LevrGraph<T>::operator=(LevrGraph&& o) noexcept {
   std::swap(graph_, o.graph_);
   std::swap(exec_, o.exec_);
-  std::swap(first_, o.first_);
+  std::swap(levels_, o.levels_);
+  std::swap(recorded_, o.recorded_);
   return *this;
 }
 
@@ -175,7 +173,7 @@ LevrGraph<T>::~LevrGraph() {
 
 template <typename T>
 void LevrGraph<T>::record(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host,
-                          int nlev, const RhsPass<T>& rhs, RhsPass<T>* desc) {
+                          int nlev, const RhsPass<T>& rhs) {
   // Captured on a stream of its own: the caller's may be the legacy default stream, which cannot be.
   cudaStream_t capture = nullptr;
   cuda_check(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", __FILE__,
@@ -184,7 +182,7 @@ void LevrGraph<T>::record(const LowerPart<T>& L, const std::int32_t* jlev, const
   cudaError_t e = cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal);
   if (e == cudaSuccess) {
     try {
-      launch_levr(L, jlev, level_ptr_host, nlev, rhs, desc, capture);
+      launch_levr(L, jlev, level_ptr_host, nlev, rhs, capture);
     } catch (...) {
       cudaStreamEndCapture(capture, &graph);
       if (graph != nullptr) cudaGraphDestroy(graph);
@@ -195,47 +193,60 @@ void LevrGraph<T>::record(const LowerPart<T>& L, const std::int32_t* jlev, const
   }
   cudaStreamDestroy(capture);
   cuda_check(e, "recording levr's graph", __FILE__, __LINE__);
-  std::size_t roots = 1;
-  cudaGraphNode_t first = nullptr;
-  e = cudaGraphGetRootNodes(graph, &first, &roots);
   cudaGraphExec_t exec = nullptr;
-  if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
-  if (e != cudaSuccess) {
+  std::vector<cudaGraphNode_t> levels(std::size_t(nlev), nullptr);
+  try {
+    std::size_t roots = 1;
+    cuda_check(cudaGraphGetRootNodes(graph, levels.data(), &roots), "cudaGraphGetRootNodes", __FILE__, __LINE__);
+    for (int l = 1; l < nlev; ++l) levels[std::size_t(l)] = next_in_chain(levels[std::size_t(l) - 1]);
+    cuda_check(cudaGraphInstantiate(&exec, graph, 0), "instantiating levr's graph", __FILE__, __LINE__);
+  } catch (...) {
     cudaGraphDestroy(graph);
-    cuda_check(e, "instantiating levr's graph", __FILE__, __LINE__);
+    throw;
   }
   graph_ = graph;
   exec_ = exec;
-  first_ = first;
+  levels_ = std::move(levels);
+  recorded_ = rhs;
+}
+
+template <typename T>
+void LevrGraph<T>::retarget(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host,
+                            const RhsPass<T>& rhs) {
+  LowerPart<T> part = L;
+  const std::int32_t* order = jlev;
+  std::int32_t begin = 0, end = 0;
+  RhsPass<T> pass = rhs;
+  void* args[] = {&part, &order, &begin, &end, &pass};
+  cudaKernelNodeParams params{};
+  params.func = rhs.nr == 1 ? reinterpret_cast<void*>(levr_kernel<T, 1>)
+                            : reinterpret_cast<void*>(levr_kernel<T, kRhsPerPass>);
+  params.blockDim = dim3(kBlockThreads);
+  params.kernelParams = args;
+  for (std::size_t l = 0; l < levels_.size(); ++l) {
+    begin = level_ptr_host[l];
+    end = level_ptr_host[l + 1];
+    params.gridDim = dim3(blocks_for(end - begin, kBlockWarps));
+    cuda_check(cudaGraphExecKernelNodeSetParams(exec_, levels_[l], &params), "cudaGraphExecKernelNodeSetParams",
+               __FILE__, __LINE__);
+  }
+  recorded_ = rhs;
 }
 
 template <typename T>
 void LevrGraph<T>::solve(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host,
-                         int nlev, const RhsPass<T>& rhs, RhsPass<T>* desc, cudaStream_t stream) {
+                         int nlev, const RhsPass<T>& rhs, cudaStream_t stream) {
   if (nlev == 0) return;
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   cuda_check(cudaStreamIsCapturing(stream, &capturing), "cudaStreamIsCapturing", __FILE__, __LINE__);
   if (capturing != cudaStreamCaptureStatusNone) {
-    launch_levr<T>(L, jlev, level_ptr_host, nlev, rhs, nullptr, stream);
+    launch_levr(L, jlev, level_ptr_host, nlev, rhs, stream);
     return;
   }
-  if (exec_ == nullptr) record(L, jlev, level_ptr_host, nlev, rhs, desc);
-  // This solve's right-hand side into the first level's node.
-  LowerPart<T> part = L;
-  const std::int32_t* levels = jlev;
-  std::int32_t begin = level_ptr_host[0], end = level_ptr_host[1];
-  RhsPass<T> pass = rhs;
-  const RhsPass<T>* from = nullptr;
-  RhsPass<T>* publish = desc;
-  void* args[] = {&part, &levels, &begin, &end, &pass, &from, &publish};
-  cudaKernelNodeParams params{};
-  params.func = rhs.nr == 1 ? reinterpret_cast<void*>(levr_kernel<T, 1>)
-                            : reinterpret_cast<void*>(levr_kernel<T, kRhsPerPass>);
-  params.gridDim = dim3(blocks_for(end - begin, kBlockWarps));
-  params.blockDim = dim3(kBlockThreads);
-  params.kernelParams = args;
-  cuda_check(cudaGraphExecKernelNodeSetParams(exec_, first_, &params), "cudaGraphExecKernelNodeSetParams",
-             __FILE__, __LINE__);
+  if (exec_ == nullptr)
+    record(L, jlev, level_ptr_host, nlev, rhs);
+  else if (!same_pass(rhs, recorded_))
+    retarget(L, jlev, level_ptr_host, rhs);
   cuda_check(cudaGraphLaunch(exec_, stream), "cudaGraphLaunch", __FILE__, __LINE__);
 }
 

@@ -224,8 +224,7 @@ struct SptrsvPlan<T>::Impl {
   T* left_sum[2] = {nullptr, nullptr};  // R = 1, R = kRhsPerPass
   T* y[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};  // fused: two sentinel buffers; level_block: one
   int parity[2] = {0, 0};
-  ks::LevrGraph<T> levr_graph[2];     // levr: one right-hand side, passes of several
-  ks::RhsPass<T>* rhs_desc = nullptr;  // levr: each graph's right-hand side (device, two)
+  ks::LevrGraph<T> levr_graph[2];  // levr: one right-hand side, passes of several
   ks::LevelPack<T> pack{};
   ks::LevelDesc* pack_desc = nullptr;
   std::int32_t* pack_offsets = nullptr;
@@ -299,8 +298,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   if (leveled) temp_bytes = std::max(temp_bytes, ks::sort_temp_bytes(n, ks::key_bits(n)));
 
   Slab layout;
-  const auto o_control = layout.add<Control>(1), o_temp = layout.add<char>(temp_bytes),
-             o_rhs_desc = layout.add<ks::RhsPass<T>>(2);
+  const auto o_control = layout.add<Control>(1), o_temp = layout.add<char>(temp_bytes);
   const auto o_count = layout.add<std::int32_t>(n1);
   const auto o_diag = layout.add<T>(n), o_diag_src = layout.add<std::int32_t>(n);
   const auto o_ptr = layout.add<std::int32_t>(n1), o_ind = layout.add<index_t>(nnz), o_val = layout.add<T>(nnz),
@@ -327,7 +325,6 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   common = std::move(layout);
   common.allocate();
   control = common.at<Control>(o_control);
-  rhs_desc = common.at<ks::RhsPass<T>>(o_rhs_desc);
   void* temp = common.at<char>(o_temp);
   std::int32_t* count = common.at<std::int32_t>(o_count);
   diag = common.at<T>(o_diag);
@@ -723,8 +720,7 @@ void SptrsvPlan<T>::solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, 
     const int nlev = p.stats.levels;
     switch (w == 1 ? p.multi_algorithm : p.algorithm) {
       case SptrsvAlgorithm::levr:
-        p.levr_graph[w].solve(L, p.perm != nullptr ? nullptr : p.jlev, p.level_ptr_host.data(), nlev, rhs,
-                              p.rhs_desc + w, stream);
+        p.levr_graph[w].solve(L, p.perm != nullptr ? nullptr : p.jlev, p.level_ptr_host.data(), nlev, rhs, stream);
         break;
       case SptrsvAlgorithm::levc: ks::solve_levc(L, p.jlev, p.level_ptr_host.data(), nlev, rhs, stream); break;
       case SptrsvAlgorithm::slfr:

@@ -719,9 +719,10 @@ TEST(Sptrsv, AutoTakesLevrOnFewLevelsAndOnWideLevelsOfLongRows) {
 }
 
 // levr replays a CUDA graph recorded at its first solve of each width: later solves with other buffers,
-// counts and leading dimensions, on a stream of the caller's and on the legacy default stream, must reach
-// the recorded levels; a solve on a stream the caller is capturing launches the levels into the caller's
-// graph instead. Both the caller's order and auto's level-ordered part (far-reading levels).
+// counts and leading dimensions, on a stream of the caller's and on the legacy default stream, rewrite
+// every level's node before the replay; a solve on a stream the caller is capturing launches the levels
+// into the caller's graph instead. Both the caller's order and auto's level-ordered part (far-reading
+// levels).
 TEST(Sptrsv, LevrGraphFollowsEachSolvesBuffers) {
   SPADE_REQUIRE_GPU();
   for (bool far : {false, true}) {
