@@ -118,10 +118,10 @@ bool chunked_solve(SptrsvAlgorithm a) {
 }
 
 /// auto: at most this many levels are solved level by level (levr's graph), where the fixed costs of the
-/// one-kernel solves weigh most. H100, version 20, one right-hand side: bayer10 (8 levels) 0.0149 ms
-/// against cluster's 0.0240, c-62 (2) 0.0291 against fused's 0.094; basker_matrix1 (20) 0.0347, as fused;
-/// mdual_lap (44) 0.091 against fused's 0.058.
-constexpr int kAutoMaxLevelLaunches = 16;
+/// one-kernel solves weigh most. H100, version 20, one right-hand side: bayer10 (8 levels) 0.0118 ms
+/// against cluster's 0.0225, c-62 (2) 0.0264 against fused's 0.094, basker_matrix1 (20) 0.0289 against
+/// fused's 0.0334; slower on mdual_lap (44), 0.083 against fused's 0.057.
+constexpr int kAutoMaxLevelLaunches = 32;
 /// auto: levr for one right-hand side too from kAutoLevrEntriesPerRow entries per row (diagonal included)
 /// where passes of several run levr by their entries per level (kAutoLevrEntriesPerLevel): a level of long
 /// rows keeps the SMs busier than a handoff costs. H100, version 20: the 27-point grids 128^3 (32,500

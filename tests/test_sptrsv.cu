@@ -663,16 +663,16 @@ SparseMatrix far_reading_levels(index_t width, int nlev, int back, bool far, std
   return SparseMatrix::from_triplets(width * nlev, width * nlev, rows, cols, std::vector<double>(rows.size(), 1.0));
 }
 
-// 30 levels of 3,000 rows: auto runs levr for several right-hand sides (at most 64 levels). With about
-// 4.3 entries per row and rows reading 20 levels back cluster's layout does not fit, so one right-hand
-// side runs fused_level and levr runs on its part renumbered in level order; with 2.9 entries per row one
+// 40 levels of 3,000 rows: auto runs levr for several right-hand sides (at most 64 levels). With about
+// 4.4 entries per row and rows reading 20 levels back cluster's layout does not fit, so one right-hand
+// side runs fused_level and levr runs on its part renumbered in level order; with 2.95 entries per row one
 // runs fused and levr runs on the part in the caller's order. Both orientations and formats, 1, 8, 9 and
 // 16 right-hand sides.
 TEST(Sptrsv, AutoTakesLevrForSeveralRightHandSidesOnFewLevels) {
   SPADE_REQUIRE_GPU();
   for (bool far : {true, false}) {
     SCOPED_TRACE(far ? "reading far back" : "reading the level below");
-    const Triangle t = make_triangle(far_reading_levels(3000, 30, 20, far, 9), 45);
+    const Triangle t = make_triangle(far_reading_levels(3000, 40, 20, far, 9), 45);
     for (const Variant& v : all_variants()) {
       const DeviceMatrix<double> m(t, v);
       SptrsvPlan<double> plan(m.view);
@@ -699,7 +699,7 @@ SparseMatrix banded_levels(index_t width, int nlev, int reads) {
   return SparseMatrix::from_triplets(width * nlev, width * nlev, rows, cols, std::vector<double>(rows.size(), 1.0));
 }
 
-// auto runs levr for one right-hand side and for several on 12 levels (at most 16), and on 20 levels of
+// auto runs levr for one right-hand side and for several on 12 levels (at most 32), and on 20 levels of
 // 2,000 rows of 10 entries below the diagonal (at least 8 entries per row and 13,000 per level). Every
 // orientation and format, 1, 8 and 9 right-hand sides.
 TEST(Sptrsv, AutoTakesLevrOnFewLevelsAndOnWideLevelsOfLongRows) {
@@ -727,7 +727,7 @@ TEST(Sptrsv, LevrGraphFollowsEachSolvesBuffers) {
   SPADE_REQUIRE_GPU();
   for (bool far : {false, true}) {
     SCOPED_TRACE(far ? "level-ordered part" : "caller's order");
-    const Triangle t = make_triangle(far_reading_levels(3000, 30, 20, far, 17), 46);
+    const Triangle t = make_triangle(far_reading_levels(3000, 40, 20, far, 17), 46);
     const index_t n = t.lower.cols();
     const Variant v{SparseFormat::csr, TriangleKind::upper, DiagonalKind::non_unit};
     const DeviceMatrix<double> m(t, v);

@@ -54,7 +54,7 @@ enum class DiagonalKind { non_unit, unit };
 
 /// The kernel families, each selectable by name (to_string / sptrsv_algorithm_from_string).
 enum class SptrsvAlgorithm {
-  automatic,  ///< "auto": after the level analysis, levr when the triangle has at most 16 levels; else
+  automatic,  ///< "auto": after the level analysis, levr when the triangle has at most 32 levels; else
               ///< level_block for at most 520 rows per level (n / levels; 300 from 3.5 entries per row,
               ///< diagonal included), else levr from 8 entries per row on levels of at least 13,000
               ///< entries on average (diagonal included), else fused_level from 3.5
