@@ -471,6 +471,21 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     diag_src = pdiag_src;
     perm = jlev;
   }
+  bool levels_copied = false;  // level_ptr_host holds the level pointers
+  if (automatic && algorithm == SptrsvAlgorithm::cluster && multi_algorithm != SptrsvAlgorithm::cluster) {
+    // auto's cluster for one right-hand side only, and only where every share takes one pass of a block:
+    // the widest level decides before the layout is built (lap3d7 128^3: 12,000 rows, shares of 750).
+    level_ptr_host.resize(std::size_t(nlev) + 1);
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(level_ptr_host.data(), level_ptr, sizeof(std::int32_t) * level_ptr_host.size(),
+                                     cudaMemcpyDeviceToHost, stream));
+    SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    levels_copied = true;
+    int widest = 0;
+    for (int l = 0; l < nlev; ++l) widest = std::max(widest, level_ptr_host[l + 1] - level_ptr_host[l]);
+    ks::ClusterLayout shares{};
+    shares.max_rows = (widest + ks::kClusterBlocks - 1) / ks::kClusterBlocks;
+    if (!ks::cluster_one_pass(shares, n > 0 ? double(m) / n : 0)) algorithm = without_cluster;
+  }
   if (algorithm == SptrsvAlgorithm::cluster || multi_algorithm == SptrsvAlgorithm::cluster) {
     // The level array is free once the level sets exist; so are the work arrays after the renumbering.
     // Where the layout does not fit, cluster gives way to fused_level (auto: to what it would run without
@@ -514,8 +529,8 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   }
   if (algorithm == SptrsvAlgorithm::level_block) y[0][0] = common.at<T>(o_y0);
   // The level pointers come back with the control words where the level count is known already.
-  const bool levels_copied = level_sets && nlev >= 0;
-  if (levels_copied) {
+  if (level_sets && nlev >= 0 && !levels_copied) {
+    levels_copied = true;
     level_ptr_host.resize(std::size_t(nlev) + 1);
     SPADE_CUDA_CHECK(cudaMemcpyAsync(level_ptr_host.data(), level_ptr, sizeof(std::int32_t) * level_ptr_host.size(),
                                      cudaMemcpyDeviceToHost, stream));

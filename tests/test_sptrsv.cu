@@ -718,6 +718,22 @@ TEST(Sptrsv, AutoTakesLevrOnFewLevelsAndOnWideLevelsOfLongRows) {
   }
 }
 
+// 40 levels of 9,000 rows with 3 entries below the diagonal: cluster would take two passes of a block
+// per share (563 rows, one lane each), so auto runs fused_level for one right-hand side without building
+// cluster's layout, and levr for several (at most 64 levels).
+TEST(Sptrsv, AutoSkipsClusterWhereAShareTakesTwoPasses) {
+  SPADE_REQUIRE_GPU();
+  const Triangle t = make_triangle(banded_levels(9000, 40, 3), 48);
+  for (const Variant& v : {Variant{SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit},
+                           Variant{SparseFormat::csc, TriangleKind::upper, DiagonalKind::unit}}) {
+    const DeviceMatrix<double> m(t, v);
+    SptrsvPlan<double> plan(m.view);
+    ASSERT_EQ(plan.algorithm(), SptrsvAlgorithm::fused_level) << describe(SptrsvAlgorithm::automatic, v, 1);
+    ASSERT_EQ(plan.algorithm(8), SptrsvAlgorithm::levr) << describe(SptrsvAlgorithm::automatic, v, 8);
+    for (int nrhs : {1, 8, 9}) check_solves(plan, t, v, nrhs, 1, describe(plan.algorithm(nrhs), v, nrhs));
+  }
+}
+
 // levr replays a CUDA graph recorded at its first solve of each width: later solves with other buffers,
 // counts and leading dimensions, on a stream of the caller's and on the legacy default stream, rewrite
 // every level's node before the replay; a solve on a stream the caller is capturing launches the levels
