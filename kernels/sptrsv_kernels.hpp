@@ -201,8 +201,6 @@ class LevrGraph {
   LevrGraph() = default;
   LevrGraph(const LevrGraph&) = delete;
   LevrGraph& operator=(const LevrGraph&) = delete;
-  LevrGraph(LevrGraph&& o) noexcept;
-  LevrGraph& operator=(LevrGraph&& o) noexcept;
   ~LevrGraph();
   /// Solves one pass; records the graph on the first call. x may alias b. jlev null: L is renumbered in
   /// level order (L.perm set), level l being rows level_ptr_host[l] to level_ptr_host[l + 1]. L, jlev, the

@@ -152,20 +152,6 @@ bool same_pass(const RhsPass<T>& a, const RhsPass<T>& b) {
 }  // namespace
 
 template <typename T>
-LevrGraph<T>::LevrGraph(LevrGraph&& o) noexcept
-    : graph_(std::exchange(o.graph_, nullptr)), exec_(std::exchange(o.exec_, nullptr)),
-      levels_(std::move(o.levels_)), recorded_(o.recorded_) {}
-
-template <typename T>
-LevrGraph<T>& LevrGraph<T>::operator=(LevrGraph&& o) noexcept {
-  std::swap(graph_, o.graph_);
-  std::swap(exec_, o.exec_);
-  std::swap(levels_, o.levels_);
-  std::swap(recorded_, o.recorded_);
-  return *this;
-}
-
-template <typename T>
 LevrGraph<T>::~LevrGraph() {
   if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
   if (graph_ != nullptr) cudaGraphDestroy(graph_);

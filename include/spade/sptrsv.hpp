@@ -71,7 +71,7 @@ enum class SptrsvAlgorithm {
               ///< SptrsvPlan::algorithm(nrhs) tells which algorithm a solve runs
   levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017); the launches are
               ///< recorded as a CUDA graph at the first solve of one right-hand side and at the first of
-              ///< several (that solve pays the recording, about 4-5 us per level on an H100) and replayed
+              ///< several (that solve pays the recording, about 5-7 us per level on an H100) and replayed
   levc,       ///< "levc": level sets, one launch per level, a warp per column on CSC with atomic updates (Li 2017)
   slfr,       ///< "slfr": self-scheduling, a warp per row in level order, waits on ready flags (Li 2017)
   slfc,       ///< "slfc": self-scheduling, a warp per column in level order, in-degree counters (Li 2017)
