@@ -520,13 +520,15 @@ void levels_csc(index_t n, const std::int32_t* ptr, const index_t* ind, const st
   check_launch("levels_csc_kernel");
 }
 
-void level_sets(index_t n, const int* nlev, const int* level, std::int32_t* jlev, std::int32_t* level_ptr,
-                std::int32_t* order_in, int* keys_out, void* temp, std::size_t temp_bytes, cudaStream_t stream) {
+void level_sets(index_t n, const int* nlev, int levels, const int* level, std::int32_t* jlev,
+                std::int32_t* level_ptr, std::int32_t* order_in, int* keys_out, void* temp, std::size_t temp_bytes,
+                cudaStream_t stream) {
   if (n == 0) return;
   iota_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, order_in);
   check_launch("iota_kernel");
   std::size_t bytes = temp_bytes;
-  cuda_check(cub::DeviceRadixSort::SortPairs(temp, bytes, level, keys_out, order_in, jlev, n, 0, key_bits(n), stream),
+  const int bits = levels > 0 ? key_bits(levels - 1) : key_bits(n);
+  cuda_check(cub::DeviceRadixSort::SortPairs(temp, bytes, level, keys_out, order_in, jlev, n, 0, bits, stream),
              "cub radix sort", __FILE__, __LINE__);
   level_ptr_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, nlev, keys_out, level_ptr);
   check_launch("level_ptr_kernel");

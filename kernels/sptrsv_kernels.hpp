@@ -143,9 +143,12 @@ void levels_csc(index_t n, const std::int32_t* ptr, const index_t* ind, const st
 
 /// Level sets: jlev = unknowns sorted by level (stable: index order inside a level), level_ptr[l] = first
 /// position of level l, level_ptr[*nlev] = n (nlev: device, the count levels_csr / levels_csc wrote).
-/// order_in and keys_out: n ints of work; temp: sort_temp_bytes(n, key_bits(n)) bytes.
-void level_sets(index_t n, const int* nlev, const int* level, std::int32_t* jlev, std::int32_t* level_ptr,
-                std::int32_t* order_in, int* keys_out, void* temp, std::size_t temp_bytes, cudaStream_t stream);
+/// levels: that count where the host knows it (the sort then reads key_bits(levels - 1) bits of a level,
+/// one radix pass for up to 256 levels), else -1 (key_bits(n) bits). order_in and keys_out: n ints of
+/// work; temp: sort_temp_bytes(n, key_bits(n)) bytes.
+void level_sets(index_t n, const int* nlev, int levels, const int* level, std::int32_t* jlev,
+                std::int32_t* level_ptr, std::int32_t* order_in, int* keys_out, void* temp, std::size_t temp_bytes,
+                cudaStream_t stream);
 
 /// fused_level: the strictly lower CSR part renumbered in level order, P L P^T with row r of the result =
 /// row jlev[r] of L (level_sets' order, so the result is lower triangular again). perm_count: inv[jlev[r]] = r,

@@ -250,7 +250,6 @@ struct SptrsvPlan<T>::Impl {
   }
 
   void analyse(const DeviceTriangle<T>& a, const SptrsvOptions& options, cudaStream_t stream);
-  void build_level_sets(int* level, cudaStream_t stream);
   void build_level_pack(std::int32_t* work, void* temp, std::size_t temp_bytes, cudaStream_t stream);
   bool build_cluster(int nlev, double entries_per_row, int* row_level, std::int32_t* counts, std::int32_t* cursor,
                      cudaStream_t stream);
@@ -436,7 +435,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   if (level_sets) {
     jlev = common.at<std::int32_t>(o_jlev);
     level_ptr = common.at<std::int32_t>(o_level_ptr);
-    ks::level_sets(n, &control->max_level, level, jlev, level_ptr,
+    ks::level_sets(n, &control->max_level, nlev, level, jlev, level_ptr,
                    common.at<std::int32_t>(o_lev_order), common.at<int>(o_lev_keys), temp, temp_bytes, stream);
   }
   if (level_ordered(algorithm)) {
