@@ -196,8 +196,10 @@ void fill_sentinel(std::int64_t count, T* y, cudaStream_t stream);
 /// (H100, 900 kernels with programmatic dependent launch: 1.1 against 3.7 us each). The nodes hold the
 /// right-hand side of the last replay; a solve with another one (b, x, a leading dimension or the count)
 /// first rewrites every level's node (0.7 us per level on the host, H100 machine), still faster than
-/// launching the levels. Where `stream` is being captured (the caller records a graph of its own), the
-/// levels are launched one by one instead.
+/// launching the levels. Passes of several right-hand sides run on `y`, the R values of each unknown side
+/// by side, gathered from b before the first level and scattered to x after the last; their levels never
+/// change, a solve with another right-hand side rewrites only the gather and the scatter. Where `stream`
+/// is being captured (the caller records a graph of its own), the levels are launched one by one instead.
 template <typename T>
 class LevrGraph {
  public:
@@ -206,19 +208,20 @@ class LevrGraph {
   LevrGraph& operator=(const LevrGraph&) = delete;
   ~LevrGraph();
   /// Solves one pass; records the graph on the first call. x may alias b. jlev null: L is renumbered in
-  /// level order (L.perm set), level l being rows level_ptr_host[l] to level_ptr_host[l + 1]. L, jlev, the
-  /// levels and whether rhs.nr is 1 must be the same in every call (L's values may change).
+  /// level order (L.perm set), level l being rows level_ptr_host[l] to level_ptr_host[l + 1]. y: device
+  /// scratch of n * kRhsPerPass values, used when rhs.nr > 1. L, jlev, the levels, y and whether rhs.nr is
+  /// 1 must be the same in every call (L's values may change).
   void solve(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host, int nlev,
-             const RhsPass<T>& rhs, cudaStream_t stream);
+             const RhsPass<T>& rhs, T* y, cudaStream_t stream);
 
  private:
   void record(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host, int nlev,
-              const RhsPass<T>& rhs);
+              const RhsPass<T>& rhs, T* y);
   void retarget(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host,
-                const RhsPass<T>& rhs);
+                const RhsPass<T>& rhs, T* y);
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
-  std::vector<cudaGraphNode_t> levels_;  ///< each level's kernel node in graph_, in level order
+  std::vector<cudaGraphNode_t> nodes_;  ///< graph_'s kernel nodes in order: [gather,] the levels[, scatter]
   RhsPass<T> recorded_{};                ///< the right-hand side the nodes hold
 };
 /// LEVC: x := b, then one launch per level, a warp per column adding its updates into x atomically.

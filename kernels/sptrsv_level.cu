@@ -34,6 +34,10 @@ __device__ inline void wait_for_previous_level() {
 #endif
 }
 
+/// One level. One right-hand side: b and x are the caller's. Several (R > 1): b and x are one array y of
+/// the R values of each unknown side by side (value r of the caller's unknown u at u * R + r), so that
+/// the R lanes reading one entry's column read one segment of R values instead of one in each of R
+/// columns; y is gathered from b before the first level and scattered to x after the last (launch_levr).
 template <typename T, int R>
 __global__ void levr_kernel(LowerPart<T> L, const std::int32_t* jlev, std::int32_t begin, std::int32_t end,
                             RhsPass<T> rhs) {
@@ -43,23 +47,46 @@ __global__ void levr_kernel(LowerPart<T> L, const std::int32_t* jlev, std::int32
   if (pos >= end) return;
   const index_t i = jlev != nullptr ? jlev[pos] : pos;
   const bool mine = lanes.r < rhs.nr;
-  const std::int64_t xcol = std::int64_t(lanes.r) * rhs.ldx;
+  // Value r of unknown u at u * stride + xcol (b: + bcol).
+  constexpr int stride = R > 1 ? R : 1;
+  const std::int64_t xcol = R > 1 ? lanes.r : std::int64_t(lanes.r) * rhs.ldx;
+  const std::int64_t bcol = R > 1 ? lanes.r : std::int64_t(lanes.r) * rhs.ldb;
   // Everything but x before the wait: the row's first entries, its diagonal and b.
   const std::int32_t row_end = L.ptr[i + 1];
   std::int32_t k = L.ptr[i] + lanes.slot;
   const bool first = mine && k < row_end;
   const T a0 = first ? L.val[k] : T(0);
-  const index_t c0 = first ? caller_row(L, L.ind[k]) : 0;
-  const index_t ui = caller_row(L, i);
-  const T bi = mine && lanes.slot == 0 ? rhs.b[ui + std::int64_t(lanes.r) * rhs.ldb] : T(0);
+  const std::int64_t c0 = first ? caller_row(L, L.ind[k]) : 0;
+  const std::int64_t ui = caller_row(L, i);
+  const T bi = mine && lanes.slot == 0 ? rhs.b[ui * stride + bcol] : T(0);
   const T d = L.diag[i];
   wait_for_previous_level();
-  T sum = first ? a0 * rhs.x[c0 + xcol] : T(0);
+  T sum = first ? a0 * rhs.x[c0 * stride + xcol] : T(0);
   if (mine)
     for (k += RhsLanes<R>::kSlots; k < row_end; k += RhsLanes<R>::kSlots)
-      sum += L.val[k] * rhs.x[caller_row(L, L.ind[k]) + xcol];
+      sum += L.val[k] * rhs.x[std::int64_t(caller_row(L, L.ind[k])) * stride + xcol];
   sum = RhsLanes<R>::slot_sum(sum);
-  if (mine && lanes.slot == 0) rhs.x[ui + xcol] = (bi - sum) / d;
+  if (mine && lanes.slot == 0) rhs.x[ui * stride + xcol] = (bi - sum) / d;
+}
+
+/// y[u * R + r] := b[u + r * ldb] (0 for r >= nr), for the caller's unknowns u < n.
+template <typename T, int R>
+__global__ void gather_rhs_kernel(index_t n, RhsPass<T> rhs, T* y) {
+  const std::int64_t t = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+  if (t >= std::int64_t(n) * R) return;
+  const std::int64_t u = t / R;
+  const int r = int(t % R);
+  y[t] = r < rhs.nr ? rhs.b[u + std::int64_t(r) * rhs.ldb] : T(0);
+}
+
+/// x[u + r * ldx] := y[u * R + r] for r < nr.
+template <typename T, int R>
+__global__ void scatter_x_kernel(index_t n, const T* y, RhsPass<T> rhs) {
+  const std::int64_t t = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+  if (t >= std::int64_t(n) * R) return;
+  const std::int64_t u = t / R;
+  const int r = int(t % R);
+  if (r < rhs.nr) rhs.x[u + std::int64_t(r) * rhs.ldx] = y[t];
 }
 
 template <typename T, int R>
@@ -93,10 +120,18 @@ void run_levels(Kernel kernel, const LowerPart<T>& L, const std::int32_t* jlev, 
 }
 
 /// LEVR's launches, each level allowed to start while the one before finishes where the device can
-/// (`overlap`, compute capability 9.0).
+/// (`overlap`, compute capability 9.0); several right-hand sides gathered into y (n * R) before the first
+/// level and scattered from it after the last.
 template <typename T, int R>
 void launch_levr(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host, int nlev,
-                 const RhsPass<T>& rhs, bool overlap, cudaStream_t stream) {
+                 const RhsPass<T>& rhs, T* y, bool overlap, cudaStream_t stream) {
+  const int copy_blocks = blocks_for(std::int64_t(L.n) * R, kBlockThreads);
+  RhsPass<T> pass = rhs;
+  if (R > 1) {
+    gather_rhs_kernel<T, R><<<copy_blocks, kBlockThreads, 0, stream>>>(L.n, rhs, y);
+    check_launch("gather_rhs_kernel");
+    pass = RhsPass<T>{y, R, y, R, R};
+  }
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
@@ -109,19 +144,23 @@ void launch_levr(const LowerPart<T>& L, const std::int32_t* jlev, const std::int
     config.gridDim = dim3(blocks_for(end - begin, kBlockWarps));
     // The first level reads b before its wait: it waits for what came before it in the stream.
     config.numAttrs = overlap && l > 0 ? 1 : 0;
-    cuda_check(cudaLaunchKernelEx(&config, levr_kernel<T, R>, L, jlev, begin, end, rhs), "levr_kernel", __FILE__,
+    cuda_check(cudaLaunchKernelEx(&config, levr_kernel<T, R>, L, jlev, begin, end, pass), "levr_kernel", __FILE__,
                __LINE__);
+  }
+  if (R > 1) {
+    scatter_x_kernel<T, R><<<copy_blocks, kBlockThreads, 0, stream>>>(L.n, y, rhs);
+    check_launch("scatter_x_kernel");
   }
 }
 
 template <typename T>
 void launch_levr(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host, int nlev,
-                 const RhsPass<T>& rhs, cudaStream_t stream) {
+                 const RhsPass<T>& rhs, T* y, cudaStream_t stream) {
   const bool overlap = cuda_device_major() >= 9;  // programmatic dependent launch
   if (rhs.nr == 1)
-    launch_levr<T, 1>(L, jlev, level_ptr_host, nlev, rhs, overlap, stream);
+    launch_levr<T, 1>(L, jlev, level_ptr_host, nlev, rhs, y, overlap, stream);
   else
-    launch_levr<T, kRhsPerPass>(L, jlev, level_ptr_host, nlev, rhs, overlap, stream);
+    launch_levr<T, kRhsPerPass>(L, jlev, level_ptr_host, nlev, rhs, y, overlap, stream);
 }
 
 /// The node that depends on `node` in a chain (one dependent at most). The edge's data is asked for too:
@@ -159,7 +198,7 @@ LevrGraph<T>::~LevrGraph() {
 
 template <typename T>
 void LevrGraph<T>::record(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host,
-                          int nlev, const RhsPass<T>& rhs) {
+                          int nlev, const RhsPass<T>& rhs, T* y) {
   // Captured on a stream of its own: the caller's may be the legacy default stream, which cannot be.
   cudaStream_t capture = nullptr;
   cuda_check(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", __FILE__,
@@ -168,7 +207,7 @@ void LevrGraph<T>::record(const LowerPart<T>& L, const std::int32_t* jlev, const
   cudaError_t e = cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal);
   if (e == cudaSuccess) {
     try {
-      launch_levr(L, jlev, level_ptr_host, nlev, rhs, capture);
+      launch_levr(L, jlev, level_ptr_host, nlev, rhs, y, capture);
     } catch (...) {
       cudaStreamEndCapture(capture, &graph);
       if (graph != nullptr) cudaGraphDestroy(graph);
@@ -180,11 +219,11 @@ void LevrGraph<T>::record(const LowerPart<T>& L, const std::int32_t* jlev, const
   cudaStreamDestroy(capture);
   cuda_check(e, "recording levr's graph", __FILE__, __LINE__);
   cudaGraphExec_t exec = nullptr;
-  std::vector<cudaGraphNode_t> levels(std::size_t(nlev), nullptr);
+  std::vector<cudaGraphNode_t> nodes(std::size_t(nlev) + (rhs.nr > 1 ? 2 : 0), nullptr);
   try {
     std::size_t roots = 1;
-    cuda_check(cudaGraphGetRootNodes(graph, levels.data(), &roots), "cudaGraphGetRootNodes", __FILE__, __LINE__);
-    for (int l = 1; l < nlev; ++l) levels[std::size_t(l)] = next_in_chain(levels[std::size_t(l) - 1]);
+    cuda_check(cudaGraphGetRootNodes(graph, nodes.data(), &roots), "cudaGraphGetRootNodes", __FILE__, __LINE__);
+    for (std::size_t l = 1; l < nodes.size(); ++l) nodes[l] = next_in_chain(nodes[l - 1]);
     cuda_check(cudaGraphInstantiate(&exec, graph, 0), "instantiating levr's graph", __FILE__, __LINE__);
   } catch (...) {
     cudaGraphDestroy(graph);
@@ -192,47 +231,64 @@ void LevrGraph<T>::record(const LowerPart<T>& L, const std::int32_t* jlev, const
   }
   graph_ = graph;
   exec_ = exec;
-  levels_ = std::move(levels);
+  nodes_ = std::move(nodes);
   recorded_ = rhs;
 }
 
 template <typename T>
 void LevrGraph<T>::retarget(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host,
-                            const RhsPass<T>& rhs) {
+                            const RhsPass<T>& rhs, T* y) {
   LowerPart<T> part = L;
-  const std::int32_t* order = jlev;
-  std::int32_t begin = 0, end = 0;
   RhsPass<T> pass = rhs;
-  void* args[] = {&part, &order, &begin, &end, &pass};
   cudaKernelNodeParams params{};
-  params.func = rhs.nr == 1 ? reinterpret_cast<void*>(levr_kernel<T, 1>)
-                            : reinterpret_cast<void*>(levr_kernel<T, kRhsPerPass>);
   params.blockDim = dim3(kBlockThreads);
-  params.kernelParams = args;
-  for (std::size_t l = 0; l < levels_.size(); ++l) {
-    begin = level_ptr_host[l];
-    end = level_ptr_host[l + 1];
-    params.gridDim = dim3(blocks_for(end - begin, kBlockWarps));
-    cuda_check(cudaGraphExecKernelNodeSetParams(exec_, levels_[l], &params), "cudaGraphExecKernelNodeSetParams",
+  auto set = [&](cudaGraphNode_t node) {
+    cuda_check(cudaGraphExecKernelNodeSetParams(exec_, node, &params), "cudaGraphExecKernelNodeSetParams",
                __FILE__, __LINE__);
+  };
+  if (rhs.nr > 1) {  // the levels work on y: only the gather and the scatter see the caller's arrays
+    constexpr int R = kRhsPerPass;
+    index_t n = L.n;
+    T* values = y;
+    params.gridDim = dim3(blocks_for(std::int64_t(n) * R, kBlockThreads));
+    void* gather_args[] = {&n, &pass, &values};
+    params.func = reinterpret_cast<void*>(gather_rhs_kernel<T, R>);
+    params.kernelParams = gather_args;
+    set(nodes_.front());
+    void* scatter_args[] = {&n, &values, &pass};
+    params.func = reinterpret_cast<void*>(scatter_x_kernel<T, R>);
+    params.kernelParams = scatter_args;
+    set(nodes_.back());
+  } else {
+    const std::int32_t* order = jlev;
+    std::int32_t begin = 0, end = 0;
+    void* args[] = {&part, &order, &begin, &end, &pass};
+    params.func = reinterpret_cast<void*>(levr_kernel<T, 1>);
+    params.kernelParams = args;
+    for (std::size_t l = 0; l < nodes_.size(); ++l) {
+      begin = level_ptr_host[l];
+      end = level_ptr_host[l + 1];
+      params.gridDim = dim3(blocks_for(end - begin, kBlockWarps));
+      set(nodes_[l]);
+    }
   }
   recorded_ = rhs;
 }
 
 template <typename T>
 void LevrGraph<T>::solve(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host,
-                         int nlev, const RhsPass<T>& rhs, cudaStream_t stream) {
+                         int nlev, const RhsPass<T>& rhs, T* y, cudaStream_t stream) {
   if (nlev == 0) return;
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   cuda_check(cudaStreamIsCapturing(stream, &capturing), "cudaStreamIsCapturing", __FILE__, __LINE__);
   if (capturing != cudaStreamCaptureStatusNone) {
-    launch_levr(L, jlev, level_ptr_host, nlev, rhs, stream);
+    launch_levr(L, jlev, level_ptr_host, nlev, rhs, y, stream);
     return;
   }
   if (exec_ == nullptr)
-    record(L, jlev, level_ptr_host, nlev, rhs);
+    record(L, jlev, level_ptr_host, nlev, rhs, y);
   else if (!same_pass(rhs, recorded_))
-    retarget(L, jlev, level_ptr_host, rhs);
+    retarget(L, jlev, level_ptr_host, rhs, y);
   cuda_check(cudaGraphLaunch(exec_, stream), "cudaGraphLaunch", __FILE__, __LINE__);
 }
 

@@ -159,15 +159,15 @@ constexpr double kAutoLevelBlockRowsDense = 300;
 constexpr double kAutoMultiRhsLevelBlockEntries = 10000;
 /// auto: passes of several right-hand sides run levr on triangles of at most kAutoMultiRhsLevrLevels
 /// levels, and on levels of at least kAutoLevrEntriesPerLevel entries on average, whatever one right-hand
-/// side runs, unless it runs level_block (narrow levels). levr solves 8 right-hand sides in about 1.5
-/// times its time for one. H100, version 20, 8 right-hand sides, levr against cluster: lap3d7 100^3
-/// (13,300 entries per level) 0.631 against 0.834 ms, lap3d27 64 x 128 x 256 (21,600) 3.62 against 4.57;
-/// about even at 13,000 (lap3d7 64 x 64 x 512, 1.235 against 1.195); slower at 12,900 (lap3d27 64 x 64 x
-/// 512, 5.77 against 4.07; one right-hand side 2.57 against 2.75) and 7,400 (lap3d7 32 x 64 x 1024, 1.71
-/// against 1.31). Few levels, against fused: mdual_lap (44 levels) 0.159 against 0.217, basker_matrix1 (20)
-/// 0.048 against 0.081.
+/// side runs, unless it runs level_block (narrow levels). H100, version 20, 8 right-hand sides side by
+/// side (levr_kernel), levr against cluster: lap3d7 100^3 (13,300 entries per level) 0.533 against 0.834
+/// ms, lap3d27 64 x 128 x 256 (21,600) 3.17 against 4.57; even at 13,000 (lap3d7 64 x 64 x 512: 1.19 in
+/// the caller's order, 1.32 on cluster's part in level order, cluster 1.19). Before the values were side by
+/// side, slower at 12,900 (lap3d27 64 x 64 x 512, 5.77 against 4.07; one right-hand side 2.57 against
+/// 2.75) and 7,400 (lap3d7 32 x 64 x 1024, 1.71 against 1.31). Few levels, against fused: mdual_lap (44
+/// levels) 0.123 against 0.217, basker_matrix1 (20) 0.048 against 0.081.
 constexpr int kAutoMultiRhsLevrLevels = 64;
-constexpr double kAutoLevrEntriesPerLevel = 13000;
+constexpr double kAutoLevrEntriesPerLevel = 13200;
 /// auto: cluster instead of fused_level, and instead of level_block from this many entries per level (rows
 /// per level times entries per row, diagonal included), where cluster's layout fits (compute capability
 /// 9.0); one right-hand side only where every share takes one pass of its block (cluster_one_pass), passes
@@ -667,7 +667,8 @@ void SptrsvPlan<T>::Impl::reset_scratch(cudaStream_t stream) {
 template <typename T>
 void SptrsvPlan<T>::Impl::allocate_multi_rhs(cudaStream_t stream) {
   const bool columns = left_sum[0] != nullptr, second = chunked_solve(multi_algorithm);
-  const bool first = second || multi_algorithm == SptrsvAlgorithm::level_block;
+  const bool first =
+      second || multi_algorithm == SptrsvAlgorithm::level_block || multi_algorithm == SptrsvAlgorithm::levr;
   if (!columns && !first) return;
   const std::size_t count = std::size_t(std::max(stats.n, 1)) * ks::kRhsPerPass;
   Slab layout;
@@ -734,7 +735,8 @@ void SptrsvPlan<T>::solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, 
     const int nlev = p.stats.levels;
     switch (w == 1 ? p.multi_algorithm : p.algorithm) {
       case SptrsvAlgorithm::levr:
-        p.levr_graph[w].solve(L, p.perm != nullptr ? nullptr : p.jlev, p.level_ptr_host.data(), nlev, rhs, stream);
+        p.levr_graph[w].solve(L, p.perm != nullptr ? nullptr : p.jlev, p.level_ptr_host.data(), nlev, rhs, p.y[1][0],
+                              stream);
         break;
       case SptrsvAlgorithm::levc: ks::solve_levc(L, p.jlev, p.level_ptr_host.data(), nlev, rhs, stream); break;
       case SptrsvAlgorithm::slfr:

@@ -700,7 +700,7 @@ SparseMatrix banded_levels(index_t width, int nlev, int reads) {
 }
 
 // auto runs levr for one right-hand side and for several on 12 levels (at most 32), and on 20 levels of
-// 2,000 rows of 10 entries below the diagonal (at least 8 entries per row and 13,000 per level). Every
+// 2,000 rows of 10 entries below the diagonal (at least 8 entries per row and 13,200 per level). Every
 // orientation and format, 1, 8 and 9 right-hand sides.
 TEST(Sptrsv, AutoTakesLevrOnFewLevelsAndOnWideLevelsOfLongRows) {
   SPADE_REQUIRE_GPU();

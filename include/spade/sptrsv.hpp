@@ -56,7 +56,7 @@ enum class DiagonalKind { non_unit, unit };
 enum class SptrsvAlgorithm {
   automatic,  ///< "auto": after the level analysis, levr when the triangle has at most 32 levels; else
               ///< level_block for at most 520 rows per level (n / levels; 300 from 3.5 entries per row,
-              ///< diagonal included), else levr from 8 entries per row on levels of at least 13,000
+              ///< diagonal included), else levr from 8 entries per row on levels of at least 13,200
               ///< entries on average (diagonal included), else fused_level from 3.5
               ///< entries per row, else fused; the fused kernels choose thread- or warp-level work per
               ///< chunk from the nonzeros per row. Where auto would take fused_level, or level_block on
@@ -67,7 +67,7 @@ enum class SptrsvAlgorithm {
               ///< most 10,000 entries on average (the plan then also holds level_block's packed copy),
               ///< levr on wider ones (on fused_level's part, renumbered in level order). Passes of several
               ///< right-hand sides also run levr, whatever one runs except level_block, on triangles of at
-              ///< most 64 levels or of levels of at least 13,000 entries on average.
+              ///< most 64 levels or of levels of at least 13,200 entries on average.
               ///< SptrsvPlan::algorithm(nrhs) tells which algorithm a solve runs
   levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017); the launches are
               ///< recorded as a CUDA graph at the first solve of one right-hand side and at the first of
