@@ -238,7 +238,6 @@ void LevrGraph<T>::record(const LowerPart<T>& L, const std::int32_t* jlev, const
 template <typename T>
 void LevrGraph<T>::retarget(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host,
                             const RhsPass<T>& rhs, T* y) {
-  LowerPart<T> part = L;
   RhsPass<T> pass = rhs;
   cudaKernelNodeParams params{};
   params.blockDim = dim3(kBlockThreads);
@@ -260,6 +259,7 @@ void LevrGraph<T>::retarget(const LowerPart<T>& L, const std::int32_t* jlev, con
     params.kernelParams = scatter_args;
     set(nodes_.back());
   } else {
+    LowerPart<T> part = L;
     const std::int32_t* order = jlev;
     std::int32_t begin = 0, end = 0;
     void* args[] = {&part, &order, &begin, &end, &pass};
