@@ -162,8 +162,9 @@ class SptrsvPlan {
   /// columns are solved 8 at a time (one self-scheduled launch, or one sweep of level launches, per 8; the
   /// last pass takes the rest). levr replays the graph it recorded at its first solve of that width (the
   /// first solve records it); where b, x, a leading dimension or the count differ from the last replay's,
-  /// it first rewrites the graph's nodes (about 0.7 us per level); on a stream the caller is capturing it
-  /// launches the levels into the caller's graph instead. A plan runs one solve at a time: solves on different
+  /// it first rewrites the graph's nodes (one right-hand side: every level's, about 0.7 us each; several:
+  /// the two that copy the right-hand sides in and out); on a stream the caller is capturing it launches
+  /// the levels into the caller's graph instead. A plan runs one solve at a time: solves on different
   /// streams must be ordered by the caller. Throws InvalidInput for null pointers, nrhs < 1 or a leading
   /// dimension < n; ResourceError for CUDA errors.
   void solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, cudaStream_t stream = nullptr);
