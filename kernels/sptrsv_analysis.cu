@@ -215,11 +215,11 @@ __device__ inline std::int32_t take_known(const index_t* ind, int* level, std::i
 // on giving up every lane stores what it has, so that no waiter hangs. One atomicMax per warp.
 __global__ void __launch_bounds__(kBlockThreads)
     levels_csr_kernel(index_t n, const std::int32_t* ptr, const index_t* ind, int* level, int* max_level,
-                      Schedule s) {
+                      const unsigned long long* bad, Schedule s) {
   const int ticket = block_ticket(s.tickets);
   const int lane = threadIdx.x % kWarpSize;
   const index_t first = (ticket * kBlockWarps + threadIdx.x / kWarpSize) * kWarpSize;
-  if (first < n) {
+  if (first < n && (bad == nullptr || *bad == ~0ull)) {
     const index_t i = first + lane;
     const bool active = i < n;
     std::int32_t k = active ? ptr[i] : 0;
@@ -320,6 +320,30 @@ __global__ void level_ptr_kernel(index_t n, const int* nlev, const int* sorted_l
   const index_t t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t < n && (t == 0 || sorted_level[t] != sorted_level[t - 1])) level_ptr[sorted_level[t]] = t;
   if (t == 0) level_ptr[*nlev] = n;
+}
+
+__global__ void levr_piece_count_kernel(index_t n, const std::int32_t* ptr, const std::int32_t* jlev,
+                                        std::int32_t* count) {
+  const index_t p = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= n) return;
+  const index_t i = jlev != nullptr ? jlev[p] : p;
+  count[p] = max(1, (ptr[i + 1] - ptr[i] + kLevrPiece - 1) / kLevrPiece);
+}
+
+__global__ void levr_piece_fill_kernel(index_t n, const std::int32_t* ptr, const std::int32_t* jlev,
+                                       const std::int32_t* piece_ptr, LevrPiece* piece) {
+  const index_t p = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= n) return;
+  const index_t i = jlev != nullptr ? jlev[p] : p;
+  const std::int32_t base = piece_ptr[p], pieces = piece_ptr[p + 1] - base;
+  const std::int32_t slot = pieces > 1 ? base - p : -1;
+  for (std::int32_t j = 0; j < pieces; ++j) piece[base + j] = {i, ptr[i] + j * kLevrPiece, slot, pieces};
+}
+
+__global__ void level_piece_ptr_kernel(index_t n, const int* nlev, const std::int32_t* level_ptr,
+                                       const std::int32_t* piece_ptr, std::int32_t* level_piece_ptr) {
+  const index_t l = blockIdx.x * blockDim.x + threadIdx.x;
+  if (l <= *nlev && l <= n) level_piece_ptr[l] = piece_ptr[level_ptr[l]];
 }
 
 __global__ void split_in_degree_kernel(index_t n, const std::int32_t* ptr, const index_t* ind,
@@ -503,10 +527,10 @@ void transpose_lower(index_t n, std::int32_t nnz, const std::int32_t* ptr, const
 }
 
 void levels_csr(index_t n, const std::int32_t* ptr, const index_t* ind, int* level, int* max_level,
-                const Schedule& s, cudaStream_t stream) {
+                const unsigned long long* bad, const Schedule& s, cudaStream_t stream) {
   if (n == 0) return;
   const int blocks = blocks_for((n + kWarpSize - 1) / kWarpSize, kBlockWarps);
-  levels_csr_kernel<<<blocks, kBlockThreads, 0, stream>>>(n, ptr, ind, level, max_level, s);
+  levels_csr_kernel<<<blocks, kBlockThreads, 0, stream>>>(n, ptr, ind, level, max_level, bad, s);
   check_launch("levels_csr_kernel");
   minus_one_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, level);
   check_launch("minus_one_kernel");
@@ -532,6 +556,20 @@ void level_sets(index_t n, const int* nlev, int levels, const int* level, std::i
              "cub radix sort", __FILE__, __LINE__);
   level_ptr_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, nlev, keys_out, level_ptr);
   check_launch("level_ptr_kernel");
+}
+
+void levr_pieces(index_t n, const std::int32_t* ptr, const std::int32_t* jlev, const std::int32_t* level_ptr,
+                 const int* nlev, std::int32_t* count, std::int32_t* piece_ptr, LevrPiece* piece,
+                 std::int32_t* level_piece_ptr, void* temp, std::size_t temp_bytes, cudaStream_t stream) {
+  if (n == 0) return;
+  levr_piece_count_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, ptr, jlev, count);
+  check_launch("levr_piece_count_kernel");
+  exclusive_scan(n, count, piece_ptr, temp, temp_bytes, stream);
+  levr_piece_fill_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, ptr, jlev, piece_ptr, piece);
+  check_launch("levr_piece_fill_kernel");
+  level_piece_ptr_kernel<<<blocks_for(std::int64_t(n) + 1, kThreads), kThreads, 0, stream>>>(n, nlev, level_ptr,
+                                                                                           piece_ptr, level_piece_ptr);
+  check_launch("level_piece_ptr_kernel");
 }
 
 void split_in_degree(index_t n, const std::int32_t* ptr, const index_t* ind, std::int32_t* global_deg,

@@ -56,6 +56,41 @@ struct RhsPass {
   int nr;
 };
 
+/// LEVR splits a row of more than this many entries into pieces of this many (the last one shorter), each a
+/// warp's work in the row's level: a row of 5,059 entries (c-62) no longer holds its level's launch while
+/// one warp walks it.
+constexpr std::int32_t kLevrPiece = 64;
+
+/// LEVR gives rows of at most this many entries a lane per entry and right-hand side (several rows a
+/// warp) where no row of the part has more.
+constexpr int kLevrShortRow = 4;
+
+/// One warp's work in a level of LEVR when rows are split (device, 16 bytes): entries first to
+/// min(first + kLevrPiece, end of the row) of row `row` (of the part levr runs on). pieces: how many the row
+/// has; slot: for pieces > 1, where the row's partial sums meet (LevrItems::partial and ::arrived), unique
+/// among the split rows.
+struct alignas(16) LevrPiece {
+  std::int32_t row;
+  std::int32_t first;
+  std::int32_t slot;
+  std::int32_t pieces;
+};
+
+/// What the warps of a LEVR level work on, device memory. piece null: the rows, position p of a level
+/// (level_ptr) being row jlev[p] (jlev null: row p, the part renumbered in level order). piece set:
+/// position p is piece[p] (positions then run over pieces, the level pointers over them too); the pieces
+/// of a split row add their sums into partial (kRhsPerPass values per slot) and count themselves in
+/// arrived; the last to arrive solves the row and sets both back to zero. longest: the most entries of a
+/// row or piece (at most kLevrPiece), which picks the lanes a row takes.
+template <typename T>
+struct LevrItems {
+  const std::int32_t* jlev = nullptr;
+  const LevrPiece* piece = nullptr;
+  T* partial = nullptr;
+  int* arrived = nullptr;
+  int longest = kLevrPiece;
+};
+
 /// Per-launch scheduling state shared by the self-scheduled kernels.
 struct Schedule {
   int* tickets;           ///< two ints, zero before the launch, zero again after it (the last block resets)
@@ -134,10 +169,12 @@ void transpose_lower(index_t n, std::int32_t nnz, const std::int32_t* ptr, const
 /// topological sort run in one launch (Li 2017 removes the roots level by level, a launch each). csr:
 /// a thread per row pulls the levels of its columns, in 32-row chunks as in the fused solve; CSC: a thread
 /// per column waits until its in-degree counter shows every incoming edge removed, then removes its
-/// outgoing edges (atomicMax of the level, release add of the counter). level and work (n ints, CSC only) zeroed by the caller; indeg: CSC
-/// in-degrees. *max_level := max level + 1 (the number of levels).
+/// outgoing edges (atomicMax of the level, release add of the counter). level and work (n ints, CSC only)
+/// zeroed by the caller; indeg: CSC in-degrees. *max_level := max level + 1 (the number of levels).
+/// levels_csr's bad (device, may be null): inspect_triangle's word; where it shows bad input the kernel
+/// computes nothing, so that it may run before the host has checked the input.
 void levels_csr(index_t n, const std::int32_t* ptr, const index_t* ind, int* level, int* max_level,
-                const Schedule& s, cudaStream_t stream);
+                const unsigned long long* bad, const Schedule& s, cudaStream_t stream);
 void levels_csc(index_t n, const std::int32_t* ptr, const index_t* ind, const std::int32_t* indeg, int* level,
                 int* work, int* max_level, const Schedule& s, cudaStream_t stream);
 
@@ -163,6 +200,16 @@ template <typename T>
 void perm_fill(index_t n, const std::int32_t* ptr, const index_t* ind, const T* val, const std::int32_t* src,
                const std::int32_t* jlev, const std::int32_t* inv, const std::int32_t* out_ptr, index_t* out_ind,
                T* out_val, std::int32_t* out_src, cudaStream_t stream);
+
+/// LEVR's pieces where some row has more than kLevrPiece entries: count[p] = pieces of the row at position
+/// p (jlev[p], or p where jlev is null; at least 1), scanned into piece_ptr (n + 1), then piece[] filled
+/// (slot = piece_ptr[p] - p, distinct for split rows, below max_slots = the pieces beyond the first over
+/// all rows <= nnz / kLevrPiece) and level_piece_ptr[l] = piece_ptr[level_ptr[l]] for l <= *nlev (device).
+/// piece holds n + nnz / kLevrPiece entries at most; count and piece_ptr: n + 1 ints; temp:
+/// scan_temp_bytes(n).
+void levr_pieces(index_t n, const std::int32_t* ptr, const std::int32_t* jlev, const std::int32_t* level_ptr,
+                 const int* nlev, std::int32_t* count, std::int32_t* piece_ptr, LevrPiece* piece,
+                 std::int32_t* level_piece_ptr, void* temp, std::size_t temp_bytes, cudaStream_t stream);
 
 /// syncfree scratchpad split: for each entry (row i, column j) of the CSC part, counts it into
 /// local_deg[i] when j and i fall in the same block of kBlockWarps columns, else into global_deg[i]
@@ -191,15 +238,17 @@ void fill_sentinel(std::int64_t count, T* y, cudaStream_t stream);
 
 // ---- solves ----
 
-/// LEVR: one launch per level, a warp per row (kernels/sptrsv_level.cu), recorded once as a CUDA graph and
-/// replayed: a graph starts a chain of small kernels about three times faster than the host launches them
-/// (H100, 900 kernels with programmatic dependent launch: 1.1 against 3.7 us each). The nodes hold the
-/// right-hand side of the last replay; a solve with another one (b, x, a leading dimension or the count)
-/// first rewrites every level's node (0.7 us per level on the host, H100 machine), still faster than
-/// launching the levels. Passes of several right-hand sides run on `y`, the R values of each unknown side
-/// by side, gathered from b before the first level and scattered to x after the last; their levels never
-/// change, a solve with another right-hand side rewrites only the gather and the scatter. Where `stream`
-/// is being captured (the caller records a graph of its own), the levels are launched one by one instead.
+/// LEVR: one launch per level, a warp per row, piece of a row or several short rows
+/// (kernels/sptrsv_level.cu), recorded once as a CUDA graph and replayed: a graph starts a chain of small
+/// kernels about three times faster than the host launches them (H100, 900 kernels with programmatic
+/// dependent launch: 1.1 against 3.7 us each). The nodes hold the right-hand side of the last replay; a
+/// solve with another one (b, x, a leading dimension or the count) first rewrites every level's node (0.7
+/// us per level on the host, H100 machine), still faster than launching the levels. Passes of several
+/// right-hand sides also write each solution into `y`, the R values of each unknown side by side, which
+/// the later levels read; on rows of at most kLevrShortRow entries they work on y alone, gathered from b
+/// before the first level and scattered to x after the last, and a solve with another right-hand side
+/// rewrites only those two nodes. Where `stream` is being captured (the caller records a graph of its
+/// own), the levels are launched one by one instead.
 template <typename T>
 class LevrGraph {
  public:
@@ -207,17 +256,17 @@ class LevrGraph {
   LevrGraph(const LevrGraph&) = delete;
   LevrGraph& operator=(const LevrGraph&) = delete;
   ~LevrGraph();
-  /// Solves one pass; records the graph on the first call. x may alias b. jlev null: L is renumbered in
-  /// level order (L.perm set), level l being rows level_ptr_host[l] to level_ptr_host[l + 1]. y: device
-  /// scratch of n * kRhsPerPass values, used when rhs.nr > 1. L, jlev, the levels, y and whether rhs.nr is
-  /// 1 must be the same in every call (L's values may change).
-  void solve(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host, int nlev,
+  /// Solves one pass; records the graph on the first call. x may alias b. items: the rows or pieces of
+  /// the levels (LevrItems), level l being positions level_ptr_host[l] to level_ptr_host[l + 1] of them.
+  /// y: device scratch of n * kRhsPerPass values, used when rhs.nr > 1. L, items, the levels, y and
+  /// whether rhs.nr is 1 must be the same in every call (L's values may change).
+  void solve(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host, int nlev,
              const RhsPass<T>& rhs, T* y, cudaStream_t stream);
 
  private:
-  void record(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host, int nlev,
+  void record(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host, int nlev,
               const RhsPass<T>& rhs, T* y);
-  void retarget(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host,
+  void retarget(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host,
                 const RhsPass<T>& rhs, T* y);
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;

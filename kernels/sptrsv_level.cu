@@ -1,6 +1,7 @@
 // Level-scheduled sparse triangular solves (R. Li, "On parallel solution of sparse triangular linear
 // systems in CUDA", 2017): the unknowns of one level are independent, so each level is one launch and the
-// launch boundary is the only synchronization. LEVR: a warp per row of CSR gathers its row; LEVC: a warp
+// launch boundary is the only synchronization. LEVR: a warp per row of CSR gathers its row (a row of more
+// than kLevrPiece entries: a warp per piece, the last piece to finish solving the row); LEVC: a warp
 // per column of CSC finishes its unknown and scatters the updates into x with atomics. LEVR also runs on
 // a part renumbered in level order (L.perm set, jlev null: level l is the rows level_ptr[l] to
 // level_ptr[l + 1]), reading and writing x through L.perm. LEVR's launches are recorded once as a CUDA
@@ -34,39 +35,145 @@ __device__ inline void wait_for_previous_level() {
 #endif
 }
 
-/// One level. One right-hand side: b and x are the caller's. Several (R > 1): b and x are one array y of
-/// the R values of each unknown side by side (value r of the caller's unknown u at u * R + r), so that
-/// the R lanes reading one entry's column read one segment of R values instead of one in each of R
-/// columns; y is gathered from b before the first level and scattered to x after the last (launch_levr).
-template <typename T, int R>
-__global__ void levr_kernel(LowerPart<T> L, const std::int32_t* jlev, std::int32_t begin, std::int32_t end,
-                            RhsPass<T> rhs) {
+/// The lanes of a warp in LEVR: kRows rows (or pieces) a warp, R * S lanes a row, S of them a right-hand
+/// side; lane = row * R * S + r * S + slot. A lane takes every S-th entry of its row for right-hand side r.
+template <int R, int S>
+struct RowLanes {
+  static_assert(R * S <= kWarpSize && kWarpSize % (R * S) == 0 && (S & (S - 1)) == 0, "lanes must tile a warp");
+  static constexpr int kRows = kWarpSize / (R * S);
+  int row;   ///< the warp's row of this lane
+  int r;     ///< its right-hand side
+  int slot;  ///< its position among the S lanes of (row, r)
+  __device__ explicit RowLanes(int lane) : row(lane / (R * S)), r(lane % (R * S) / S), slot(lane % S) {}
+  /// Sum over the S lanes of this lane's (row, r), every lane of the warp calling it; every lane gets it.
+  template <typename T>
+  __device__ static T slot_sum(T v) {
+#pragma unroll
+    for (int offset = S / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
+    return v;
+  }
+};
+
+/// One level. One right-hand side: x is read and written where the caller has it. Several (R > 1): the
+/// rows of later levels read y, which holds the R values of each unknown side by side (value r of the
+/// caller's unknown u at u * R + r): the R lanes reading one entry's column read one segment of R values
+/// instead of one in each of R columns. Rows of more than kLevrShortRow entries read b where the caller
+/// has it (before the wait, so its scattered loads cost no latency) and write their solution into x and
+/// into y (which then needs no initial value). Short rows (S = 1) read and write y only, gathered from b
+/// before the first level and scattered to x after the last: their levels take little time, and the
+/// scattered b and x traffic of a wide level showed (H100, 8 right-hand sides: lap3d7 128^3 1.23 ms
+/// against 0.73, mdual_lap 0.135 against 0.098; with long rows the other way, lap3d27 128^3 1.63 against
+/// 1.79, basker_matrix1 0.037 against 0.043).
+///
+/// A row takes R * S lanes (RowLanes): S = 32 / R for rows of more than kLevrShortRow entries, else a
+/// lane per right-hand side and entry (one rhs: S = 4, 8 rows a warp; eight: S = 1, 4 rows a warp), so
+/// that a wide level of short rows takes fewer warps. A row has at most kLevrPiece entries, or is split
+/// into pieces of that many (LevrItems, one warp a piece): each lane loads its first P entries before the
+/// wait, the rest P at a time, their loads in flight together. The pieces of a split row add their sums
+/// into the row's partial sums; the last piece to count itself in solves the row (the order of the
+/// additions varies from solve to solve, in the last bits).
+template <typename T, int R, int S, int P>
+__global__ void levr_kernel(LowerPart<T> L, LevrItems<T> items, std::int32_t begin, std::int32_t end,
+                            RhsPass<T> rhs, T* y) {
+  using Lanes = RowLanes<R, S>;
   start_next_level();
-  const RhsLanes<R> lanes(threadIdx.x % kWarpSize);
-  const std::int32_t pos = begin + (blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize;
-  if (pos >= end) return;
-  const index_t i = jlev != nullptr ? jlev[pos] : pos;
-  const bool mine = lanes.r < rhs.nr;
-  // Value r of unknown u at u * stride + xcol (b: + bcol).
-  constexpr int stride = R > 1 ? R : 1;
-  const std::int64_t xcol = R > 1 ? lanes.r : std::int64_t(lanes.r) * rhs.ldx;
-  const std::int64_t bcol = R > 1 ? lanes.r : std::int64_t(lanes.r) * rhs.ldb;
-  // Everything but x before the wait: the row's first entries, its diagonal and b.
-  const std::int32_t row_end = L.ptr[i + 1];
-  std::int32_t k = L.ptr[i] + lanes.slot;
-  const bool first = mine && k < row_end;
-  const T a0 = first ? L.val[k] : T(0);
-  const std::int64_t c0 = first ? caller_row(L, L.ind[k]) : 0;
-  const std::int64_t ui = caller_row(L, i);
-  const T bi = mine && lanes.slot == 0 ? rhs.b[ui * stride + bcol] : T(0);
-  const T d = L.diag[i];
+  const Lanes lanes(threadIdx.x % kWarpSize);
+  const std::int32_t warp_first = begin + (blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize * Lanes::kRows;
+  if (warp_first >= end) return;
+  const std::int32_t pos = warp_first + lanes.row;
+  const bool active = pos < end;  // a warp's last rows may lie past the level
+  index_t i = 0;
+  std::int32_t first = 0, last = 0, slot = -1, pieces = 1;
+  if (Lanes::kRows == 1 && items.piece != nullptr) {
+    const LevrPiece w = items.piece[pos];
+    i = w.row;
+    first = w.first;
+    slot = w.slot;
+    pieces = w.pieces;
+    last = min(first + kLevrPiece, L.ptr[i + 1]);
+  } else if (active) {
+    i = items.jlev != nullptr ? items.jlev[pos] : pos;
+    first = L.ptr[i];
+    last = L.ptr[i + 1];
+  }
+  // Everything but x before the wait: the entries, the diagonal and b.
+  const std::int32_t k = first + lanes.slot;
+  T a[P];
+  index_t c[P];
+#pragma unroll
+  for (int u = 0; u < P; ++u) {
+    const bool in = k + u * S < last;
+    a[u] = in ? L.val[k + u * S] : T(0);
+    c[u] = in ? caller_row(L, L.ind[k + u * S]) : 0;
+  }
+  constexpr bool kGathered = R > 1 && S == 1;
+  const std::int64_t ui = active ? caller_row(L, i) : 0;
+  const bool mine = active && lanes.r < rhs.nr;  // lanes of r >= nr solve zeros into y
+  T bi = T(0);
+  if (kGathered && active && lanes.slot == 0) bi = y[ui * R + lanes.r];
+  if (!kGathered && mine && lanes.slot == 0) bi = rhs.b[ui + lanes.r * std::int64_t(rhs.ldb)];
+  const T d = active ? L.diag[i] : T(1);
+  // One right-hand side reads the caller's x, several the side-by-side copy.
+  const T* solved = R > 1 ? y : rhs.x;
+  auto write = [&](T value) {
+    if (R > 1) y[ui * R + lanes.r] = value;
+    if (!kGathered && mine) rhs.x[ui + lanes.r * std::int64_t(rhs.ldx)] = value;
+  };
   wait_for_previous_level();
-  T sum = first ? a0 * rhs.x[c0 * stride + xcol] : T(0);
-  if (mine)
-    for (k += RhsLanes<R>::kSlots; k < row_end; k += RhsLanes<R>::kSlots)
-      sum += L.val[k] * rhs.x[std::int64_t(caller_row(L, L.ind[k])) * stride + xcol];
-  sum = RhsLanes<R>::slot_sum(sum);
-  if (mine && lanes.slot == 0) rhs.x[ui * stride + xcol] = (bi - sum) / d;
+  T sum = T(0);
+#pragma unroll
+  for (int u = 0; u < P; ++u)
+    if (k + u * S < last) sum += a[u] * solved[std::int64_t(c[u]) * R + lanes.r];
+  for (std::int32_t kb = k + P * S; kb < last; kb += P * S) {
+#pragma unroll
+    for (int u = 0; u < P; ++u) {
+      const bool in = kb + u * S < last;
+      a[u] = in ? L.val[kb + u * S] : T(0);
+      c[u] = in ? caller_row(L, L.ind[kb + u * S]) : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < P; ++u)
+      if (kb + u * S < last) sum += a[u] * solved[std::int64_t(c[u]) * R + lanes.r];
+  }
+  sum = Lanes::slot_sum(sum);
+  if (slot < 0) {
+    if (active && lanes.slot == 0) write((bi - sum) / d);
+    return;
+  }
+  // A piece of a split row (one row a warp): its sums into the row's, a fence, then the count (the
+  // pattern of the CUDA programming guide's last-block reduction); the piece that counts last reads the
+  // total back.
+  using Partial = cuda::atomic_ref<T, cuda::thread_scope_device>;
+  T& partial = items.partial[std::int64_t(slot) * kRhsPerPass + lanes.r];
+  if (lanes.slot == 0) Partial(partial).fetch_add(sum, cuda::memory_order_relaxed);
+  __threadfence();
+  __syncwarp();
+  const int lane = threadIdx.x % kWarpSize;
+  bool solves = false;
+  if (lane == 0)
+    solves = device_atomic_int(items.arrived[slot]).fetch_add(1, cuda::memory_order_relaxed) == pieces - 1;
+  if (!__shfl_sync(kFullMask, solves, 0)) return;
+  __threadfence();
+  if (lanes.slot == 0) write((bi - Partial(partial).exchange(T(0), cuda::memory_order_relaxed)) / d);
+  if (lane == 0) items.arrived[slot] = 0;
+}
+
+/// LEVR's kernel for a pass of R right-hand sides on rows (or pieces) of at most `longest` entries, and
+/// the rows a warp takes.
+template <typename T>
+struct LevrKernel {
+  void (*kernel)(LowerPart<T>, LevrItems<T>, std::int32_t, std::int32_t, RhsPass<T>, T*);
+  int rows_per_warp;
+  bool gathered;  ///< b gathered into y before the first level, x scattered from it after the last
+};
+template <typename T, int R>
+LevrKernel<T> levr_kernel_for(int longest) {
+  const bool short_rows = longest <= kLevrShortRow;
+  if (R == 1)
+    return short_rows ? LevrKernel<T>{levr_kernel<T, 1, kLevrShortRow, 1>, kWarpSize / kLevrShortRow, false}
+                      : LevrKernel<T>{levr_kernel<T, 1, kWarpSize, 1>, 1, false};
+  return short_rows ? LevrKernel<T>{levr_kernel<T, R, 1, kLevrShortRow>, kWarpSize / R, true}
+                    : LevrKernel<T>{levr_kernel<T, R, kWarpSize / R, 4>, 1, false};
 }
 
 /// y[u * R + r] := b[u + r * ldb] (0 for r >= nr), for the caller's unknowns u < n.
@@ -88,6 +195,7 @@ __global__ void scatter_x_kernel(index_t n, const T* y, RhsPass<T> rhs) {
   const int r = int(t % R);
   if (r < rhs.nr) rhs.x[u + std::int64_t(r) * rhs.ldx] = y[t];
 }
+
 
 template <typename T, int R>
 __global__ void levc_kernel(LowerPart<T> L, const std::int32_t* jlev, std::int32_t begin, std::int32_t end,
@@ -120,17 +228,15 @@ void run_levels(Kernel kernel, const LowerPart<T>& L, const std::int32_t* jlev, 
 }
 
 /// LEVR's launches, each level allowed to start while the one before finishes where the device can
-/// (`overlap`, compute capability 9.0); several right-hand sides gathered into y (n * R) before the first
-/// level and scattered from it after the last.
+/// (`overlap`, compute capability 9.0).
 template <typename T, int R>
-void launch_levr(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host, int nlev,
+void launch_levr(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host, int nlev,
                  const RhsPass<T>& rhs, T* y, bool overlap, cudaStream_t stream) {
+  const LevrKernel<T> chosen = levr_kernel_for<T, R>(items.longest);
   const int copy_blocks = blocks_for(std::int64_t(L.n) * R, kBlockThreads);
-  RhsPass<T> pass = rhs;
-  if (R > 1) {
+  if (chosen.gathered) {
     gather_rhs_kernel<T, R><<<copy_blocks, kBlockThreads, 0, stream>>>(L.n, rhs, y);
     check_launch("gather_rhs_kernel");
-    pass = RhsPass<T>{y, R, y, R, R};
   }
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -141,26 +247,26 @@ void launch_levr(const LowerPart<T>& L, const std::int32_t* jlev, const std::int
   config.attrs = &attribute;
   for (int l = 0; l < nlev; ++l) {
     const std::int32_t begin = level_ptr_host[l], end = level_ptr_host[l + 1];
-    config.gridDim = dim3(blocks_for(end - begin, kBlockWarps));
+    config.gridDim = dim3(blocks_for(end - begin, kBlockWarps * chosen.rows_per_warp));
     // The first level reads b before its wait: it waits for what came before it in the stream.
     config.numAttrs = overlap && l > 0 ? 1 : 0;
-    cuda_check(cudaLaunchKernelEx(&config, levr_kernel<T, R>, L, jlev, begin, end, pass), "levr_kernel", __FILE__,
-               __LINE__);
+    cuda_check(cudaLaunchKernelEx(&config, chosen.kernel, L, items, begin, end, rhs, R > 1 ? y : nullptr),
+               "levr_kernel", __FILE__, __LINE__);
   }
-  if (R > 1) {
+  if (chosen.gathered) {
     scatter_x_kernel<T, R><<<copy_blocks, kBlockThreads, 0, stream>>>(L.n, y, rhs);
     check_launch("scatter_x_kernel");
   }
 }
 
 template <typename T>
-void launch_levr(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host, int nlev,
+void launch_levr(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host, int nlev,
                  const RhsPass<T>& rhs, T* y, cudaStream_t stream) {
   const bool overlap = cuda_device_major() >= 9;  // programmatic dependent launch
   if (rhs.nr == 1)
-    launch_levr<T, 1>(L, jlev, level_ptr_host, nlev, rhs, y, overlap, stream);
+    launch_levr<T, 1>(L, items, level_ptr_host, nlev, rhs, y, overlap, stream);
   else
-    launch_levr<T, kRhsPerPass>(L, jlev, level_ptr_host, nlev, rhs, y, overlap, stream);
+    launch_levr<T, kRhsPerPass>(L, items, level_ptr_host, nlev, rhs, y, overlap, stream);
 }
 
 /// The node that depends on `node` in a chain (one dependent at most). The edge's data is asked for too:
@@ -197,7 +303,7 @@ LevrGraph<T>::~LevrGraph() {
 }
 
 template <typename T>
-void LevrGraph<T>::record(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host,
+void LevrGraph<T>::record(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host,
                           int nlev, const RhsPass<T>& rhs, T* y) {
   // Captured on a stream of its own: the caller's may be the legacy default stream, which cannot be.
   cudaStream_t capture = nullptr;
@@ -207,7 +313,7 @@ void LevrGraph<T>::record(const LowerPart<T>& L, const std::int32_t* jlev, const
   cudaError_t e = cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal);
   if (e == cudaSuccess) {
     try {
-      launch_levr(L, jlev, level_ptr_host, nlev, rhs, y, capture);
+      launch_levr(L, items, level_ptr_host, nlev, rhs, y, capture);
     } catch (...) {
       cudaStreamEndCapture(capture, &graph);
       if (graph != nullptr) cudaGraphDestroy(graph);
@@ -219,7 +325,8 @@ void LevrGraph<T>::record(const LowerPart<T>& L, const std::int32_t* jlev, const
   cudaStreamDestroy(capture);
   cuda_check(e, "recording levr's graph", __FILE__, __LINE__);
   cudaGraphExec_t exec = nullptr;
-  std::vector<cudaGraphNode_t> nodes(std::size_t(nlev) + (rhs.nr > 1 ? 2 : 0), nullptr);
+  const bool gathered = rhs.nr > 1 && levr_kernel_for<T, kRhsPerPass>(items.longest).gathered;
+  std::vector<cudaGraphNode_t> nodes(std::size_t(nlev) + (gathered ? 2 : 0), nullptr);
   try {
     std::size_t roots = 1;
     cuda_check(cudaGraphGetRootNodes(graph, nodes.data(), &roots), "cudaGraphGetRootNodes", __FILE__, __LINE__);
@@ -236,19 +343,21 @@ void LevrGraph<T>::record(const LowerPart<T>& L, const std::int32_t* jlev, const
 }
 
 template <typename T>
-void LevrGraph<T>::retarget(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host,
+void LevrGraph<T>::retarget(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host,
                             const RhsPass<T>& rhs, T* y) {
+  const LevrKernel<T> chosen =
+      rhs.nr == 1 ? levr_kernel_for<T, 1>(items.longest) : levr_kernel_for<T, kRhsPerPass>(items.longest);
   RhsPass<T> pass = rhs;
+  T* values = rhs.nr == 1 ? nullptr : y;
   cudaKernelNodeParams params{};
   params.blockDim = dim3(kBlockThreads);
   auto set = [&](cudaGraphNode_t node) {
     cuda_check(cudaGraphExecKernelNodeSetParams(exec_, node, &params), "cudaGraphExecKernelNodeSetParams",
                __FILE__, __LINE__);
   };
-  if (rhs.nr > 1) {  // the levels work on y: only the gather and the scatter see the caller's arrays
+  if (chosen.gathered) {  // the levels work on y: only the gather and the scatter see the caller's arrays
     constexpr int R = kRhsPerPass;
     index_t n = L.n;
-    T* values = y;
     params.gridDim = dim3(blocks_for(std::int64_t(n) * R, kBlockThreads));
     void* gather_args[] = {&n, &pass, &values};
     params.func = reinterpret_cast<void*>(gather_rhs_kernel<T, R>);
@@ -260,15 +369,15 @@ void LevrGraph<T>::retarget(const LowerPart<T>& L, const std::int32_t* jlev, con
     set(nodes_.back());
   } else {
     LowerPart<T> part = L;
-    const std::int32_t* order = jlev;
+    LevrItems<T> work = items;
     std::int32_t begin = 0, end = 0;
-    void* args[] = {&part, &order, &begin, &end, &pass};
-    params.func = reinterpret_cast<void*>(levr_kernel<T, 1>);
+    void* args[] = {&part, &work, &begin, &end, &pass, &values};
+    params.func = reinterpret_cast<void*>(chosen.kernel);
     params.kernelParams = args;
     for (std::size_t l = 0; l < nodes_.size(); ++l) {
       begin = level_ptr_host[l];
       end = level_ptr_host[l + 1];
-      params.gridDim = dim3(blocks_for(end - begin, kBlockWarps));
+      params.gridDim = dim3(blocks_for(end - begin, kBlockWarps * chosen.rows_per_warp));
       set(nodes_[l]);
     }
   }
@@ -276,19 +385,19 @@ void LevrGraph<T>::retarget(const LowerPart<T>& L, const std::int32_t* jlev, con
 }
 
 template <typename T>
-void LevrGraph<T>::solve(const LowerPart<T>& L, const std::int32_t* jlev, const std::int32_t* level_ptr_host,
+void LevrGraph<T>::solve(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host,
                          int nlev, const RhsPass<T>& rhs, T* y, cudaStream_t stream) {
   if (nlev == 0) return;
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   cuda_check(cudaStreamIsCapturing(stream, &capturing), "cudaStreamIsCapturing", __FILE__, __LINE__);
   if (capturing != cudaStreamCaptureStatusNone) {
-    launch_levr(L, jlev, level_ptr_host, nlev, rhs, y, stream);
+    launch_levr(L, items, level_ptr_host, nlev, rhs, y, stream);
     return;
   }
   if (exec_ == nullptr)
-    record(L, jlev, level_ptr_host, nlev, rhs, y);
+    record(L, items, level_ptr_host, nlev, rhs, y);
   else if (!same_pass(rhs, recorded_))
-    retarget(L, jlev, level_ptr_host, rhs, y);
+    retarget(L, items, level_ptr_host, rhs, y);
   cuda_check(cudaGraphLaunch(exec_, stream), "cudaGraphLaunch", __FILE__, __LINE__);
 }
 

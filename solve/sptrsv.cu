@@ -122,13 +122,17 @@ bool chunked_solve(SptrsvAlgorithm a) {
 /// against cluster's 0.0225, c-62 (2) 0.0264 against fused's 0.094, basker_matrix1 (20) 0.0289 against
 /// fused's 0.0334; slower on mdual_lap (44), 0.083 against fused's 0.057.
 constexpr int kAutoMaxLevelLaunches = 32;
-/// auto: levr for one right-hand side too from kAutoLevrEntriesPerRow entries per row (diagonal included)
-/// where passes of several run levr by their entries per level (kAutoLevrEntriesPerLevel): a level of long
-/// rows keeps the SMs busier than a handoff costs. H100, version 20: the 27-point grids 128^3 (32,500
-/// entries per level) 1.16 ms against fused_level's 2.24, 64 x 128 x 256 (21,600) 1.58 against cluster's
-/// 2.30. With 4-5 entries per row cluster stays faster (lap3d7 64 x 128 x 256: 0.80 against 0.72; lap2d9
-/// 1024^2: 3.54 against 3.19).
-constexpr double kAutoLevrEntriesPerRow = 8;
+/// auto: levr, for one right-hand side and for several, on levels of at least kAutoLevrEntriesPerLevel
+/// entries on average (rows per level times entries per row, diagonal included), unless they are narrow
+/// (level_block): a wide level keeps the SMs busier than a hand-off costs. H100, version 21 (short rows
+/// several to a warp, long rows in pieces): one right-hand side, lap3d7 128^3 (21,800 entries per level)
+/// 0.52 ms against fused_level's 0.78, lap3d7 100^3 (13,300) 0.39 against cluster's 0.42, mdual_lap
+/// (17,500) 0.050 against fused's 0.058, lap3d27 64 x 64 x 512 (12,900) 2.55 against cluster's 2.77;
+/// slower at 13,000 with 4 entries per row (lap3d7 64 x 64 x 512, 0.86 against 0.78). Eight right-hand
+/// sides against cluster: lap3d7 64 x 64 x 512 0.88 against 1.20, lap3d27 64 x 64 x 512 3.36 against 4.06;
+/// slower at 7,400 (lap3d7 32 x 64 x 1024, 1.35 against 1.31) and 6,700 (lap3d27 32 x 64 x 1024, 6.36
+/// against 4.54).
+constexpr double kAutoLevrEntriesPerLevel = 10000;
 /// auto: fused_level from this many entries per row (diagonal included), fused below. Rows with one or two
 /// entries below the diagonal (5-point grids, web graphs) form chains that index order runs inside a chunk
 /// at shuffle speed; rows with more take their entries from other chunks, and level order reads those
@@ -147,27 +151,11 @@ constexpr double kAutoLevelOrderNnzPerRow = 3.5;
 /// 12.0 ms), so the bound sits above 512.
 constexpr double kAutoLevelBlockRowsPerLevel = 520;
 constexpr double kAutoLevelBlockRowsDense = 300;
-/// auto: where it takes fused_level, passes of several right-hand sides run level_block up to this many
-/// entries per level (rows per level times entries per row, diagonal included). level_block solves 8
-/// right-hand sides in the time of one, fused_level in 2.7-4 times its time for one; H100, version 13:
-/// level_block faster at 8 right-hand sides up to 12,900 entries per level (lap3d27 64 x 64 x 512, 23.5
-/// against 26.1 ms), slower from 13,000 (lap3d7 64 x 64 x 512, 6.30 against 5.24 ms). Beyond it they run
-/// levr on fused_level's renumbered part: levr solves 8 in 1.1-1.6 times its time for one, and was faster
-/// than fused_level at 8 on every 3D grid (H100, version 17: lap3d27 128^3 5.22 against 10.2 ms, lap3d7
-/// 100^3 1.61 against 2.47, lap3d27 32 x 32 x 2048 44.7 against 95.5), which is where cluster does not fit
-/// (lap3d27 128^3) or needs compute capability 9.0.
-constexpr double kAutoMultiRhsLevelBlockEntries = 10000;
 /// auto: passes of several right-hand sides run levr on triangles of at most kAutoMultiRhsLevrLevels
-/// levels, and on levels of at least kAutoLevrEntriesPerLevel entries on average, whatever one right-hand
-/// side runs, unless it runs level_block (narrow levels). H100, version 20, 8 right-hand sides side by
-/// side (levr_kernel), levr against cluster: lap3d7 100^3 (13,300 entries per level) 0.533 against 0.834
-/// ms, lap3d27 64 x 128 x 256 (21,600) 3.17 against 4.57; even at 13,000 (lap3d7 64 x 64 x 512: 1.19 in
-/// the caller's order, 1.32 on cluster's part in level order, cluster 1.19). Before the values were side by
-/// side, slower at 12,900 (lap3d27 64 x 64 x 512, 5.77 against 4.07; one right-hand side 2.57 against
-/// 2.75) and 7,400 (lap3d7 32 x 64 x 1024, 1.71 against 1.31). Few levels, against fused: mdual_lap (44
-/// levels) 0.123 against 0.217, basker_matrix1 (20) 0.048 against 0.081.
+/// levels too, whatever one right-hand side runs, unless it runs level_block (narrow levels). H100, version
+/// 20, against fused: mdual_lap (44 levels) 0.123 against 0.217 ms, basker_matrix1 (20) 0.048 against
+/// 0.081.
 constexpr int kAutoMultiRhsLevrLevels = 64;
-constexpr double kAutoLevrEntriesPerLevel = 13200;
 /// auto: cluster instead of fused_level, and instead of level_block from this many entries per level (rows
 /// per level times entries per row, diagonal included), where cluster's layout fits (compute capability
 /// 9.0); one right-hand side only where every share takes one pass of its block (cluster_one_pass), passes
@@ -225,6 +213,10 @@ struct SptrsvPlan<T>::Impl {
   T* y[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};  // fused: two sentinel buffers; level_block: one
   int parity[2] = {0, 0};
   ks::LevrGraph<T> levr_graph[2];  // levr: one right-hand side, passes of several
+  Slab levr_data;                  // levr: the pieces of rows of more than kLevrPiece entries, where some are
+  ks::LevrItems<T> levr_items{};
+  std::int32_t* level_piece_ptr = nullptr;  // device: each level's first piece
+  std::vector<std::int32_t> level_piece_ptr_host;
   ks::LevelPack<T> pack{};
   ks::LevelDesc* pack_desc = nullptr;
   std::int32_t* pack_offsets = nullptr;
@@ -253,6 +245,7 @@ struct SptrsvPlan<T>::Impl {
   void build_level_pack(std::int32_t* work, void* temp, std::size_t temp_bytes, cudaStream_t stream);
   bool build_cluster(int nlev, double entries_per_row, int* row_level, std::int32_t* counts, std::int32_t* cursor,
                      cudaStream_t stream);
+  void build_levr_pieces(void* temp, std::size_t temp_bytes, cudaStream_t stream);
   void reset_scratch(cudaStream_t stream);
   void allocate_multi_rhs(cudaStream_t stream);
 };
@@ -365,8 +358,10 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     throw_if_singular(got.zero_row);
   };
   int nlev = -1;  // the level count, once read back
-  if (levels_needed || transposed || automatic) {
+  if (levels_needed || transposed) {
     // The level kernels wait on dependencies: run them on validated input only. The transposition needs m.
+    // auto on CSR input does not wait here: its level kernel does nothing where the input was found bad, and
+    // the input is checked when the level count comes back.
     c = read_control(stream);
     check_input(c);
     m = c.m;
@@ -374,7 +369,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   if (levels_needed) {
     SPADE_CUDA_CHECK(cudaMemsetAsync(level, 0, sizeof(int) * n, stream));
     if (csr) {
-      ks::levels_csr(n, a_ptr, a_ind, level, &control->max_level, schedule(), stream);
+      ks::levels_csr(n, a_ptr, a_ind, level, &control->max_level, &control->bad, schedule(), stream);
     } else {
       SPADE_CUDA_CHECK(cudaMemsetAsync(work2, 0, sizeof(int) * n, stream));
       ks::levels_csc(n, a_ptr, a_ind, indeg, level, work2, &control->max_level, schedule(), stream);
@@ -399,11 +394,13 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   }
   if (automatic) {
     // The level analysis, then: a handful of levels solved a launch per level (levr), which costs less
-    // than any waiting; level_block for narrow levels; levr for wide levels of long rows; else fused or
+    // than any waiting; level_block for narrow levels; levr for wide levels; else fused or
     // fused_level by the entries per row, both picking thread- or warp-level work per chunk.
     SPADE_CUDA_CHECK(cudaMemsetAsync(level, 0, sizeof(int) * n, stream));
-    ks::levels_csr(n, ptr, ind, level, &control->max_level, schedule(), stream);
+    ks::levels_csr(n, ptr, ind, level, &control->max_level, &control->bad, schedule(), stream);
     c = read_control(stream);
+    check_input(c);
+    m = c.m;
     nlev = c.max_level;
     if (nlev <= kAutoMaxLevelLaunches) {
       algorithm = SptrsvAlgorithm::levr;
@@ -417,11 +414,13 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
                           : SptrsvAlgorithm::fused;
       const double entries_per_level = rows_per_level * entries_per_row;
       const bool wide = !narrow && entries_per_level >= kAutoLevrEntriesPerLevel;
-      if (wide && entries_per_row >= kAutoLevrEntriesPerRow)
+      // Below kAutoLevrEntriesPerLevel, passes of several right-hand sides that fused_level would run go
+      // to level_block, which solves 8 in the time of one, where fused_level takes 2.7-4 times its time
+      // for one (H100, version 13: lap3d27 64 x 64 x 512, 12,900 entries per level, 23.5 against 26.1 ms).
+      if (wide)
         algorithm = SptrsvAlgorithm::levr;
       else if (algorithm == SptrsvAlgorithm::fused_level)
-        multi_without_cluster = entries_per_level <= kAutoMultiRhsLevelBlockEntries ? SptrsvAlgorithm::level_block
-                                                                                    : SptrsvAlgorithm::levr;
+        multi_without_cluster = SptrsvAlgorithm::level_block;
       if (algorithm == SptrsvAlgorithm::fused_level ||
           (algorithm == SptrsvAlgorithm::level_block && entries_per_level >= kAutoClusterEntriesPerLevel)) {
         without_cluster = algorithm;
@@ -499,6 +498,10 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
       algorithm = without_cluster;
     }
   }
+  if (algorithm == SptrsvAlgorithm::levr || multi_algorithm == SptrsvAlgorithm::levr) {
+    if (c.max_count > ks::kLevrPiece) build_levr_pieces(temp, temp_bytes, stream);
+    levr_items.longest = std::min(c.max_count, ks::kLevrPiece);
+  }
   if (flagged) {
     flag = common.at<int>(o_flag);
     SPADE_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int) * std::max(n, 1), stream));
@@ -534,6 +537,12 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     SPADE_CUDA_CHECK(cudaMemcpyAsync(level_ptr_host.data(), level_ptr, sizeof(std::int32_t) * level_ptr_host.size(),
                                      cudaMemcpyDeviceToHost, stream));
   }
+  if (level_piece_ptr != nullptr && nlev >= 0) {
+    level_piece_ptr_host.resize(std::size_t(nlev) + 1);
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(level_piece_ptr_host.data(), level_piece_ptr,
+                                     sizeof(std::int32_t) * level_piece_ptr_host.size(), cudaMemcpyDeviceToHost,
+                                     stream));
+  }
   c = read_control(stream);
   check_input(c);
   if (c.status.code != kernels::kStatusOk)
@@ -559,6 +568,13 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     }
     for (int l = 0; l < stats.levels; ++l)
       stats.max_rows_per_level = std::max(stats.max_rows_per_level, level_ptr_host[l + 1] - level_ptr_host[l]);
+  }
+  if (level_piece_ptr != nullptr && level_piece_ptr_host.empty()) {
+    level_piece_ptr_host.resize(std::size_t(stats.levels) + 1);
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(level_piece_ptr_host.data(), level_piece_ptr,
+                                     sizeof(std::int32_t) * level_piece_ptr_host.size(), cudaMemcpyDeviceToHost,
+                                     stream));
+    SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
   if (algorithm == SptrsvAlgorithm::level_block || multi_algorithm == SptrsvAlgorithm::level_block)
     build_level_pack(work, temp, temp_bytes, stream);
@@ -594,6 +610,30 @@ void SptrsvPlan<T>::Impl::build_level_pack(std::int32_t* work, void* temp, std::
   ks::level_pack_fill(lower(), nlev, pack_offsets, pack_desc, pack_bytes, stream);
   pack = {stats.n, nlev, pack_desc, pack_bytes, stats.max_rows_per_level, c.max_level_chunks * 16,
           stats.nnz_per_row};
+}
+
+template <typename T>
+void SptrsvPlan<T>::Impl::build_levr_pieces(void* temp, std::size_t temp_bytes, cudaStream_t stream) {
+  // levr's pieces (some row has more than kLevrPiece entries): at most n + m / kLevrPiece of them, and
+  // m / kLevrPiece slots of split rows (each split row has at least one piece beyond its first).
+  const index_t n = stats.n;
+  const std::size_t n1 = std::size_t(n) + 1, slots = std::size_t(m) / ks::kLevrPiece + 1;
+  Slab layout;
+  const auto o_count = layout.add<std::int32_t>(n1), o_piece_ptr = layout.add<std::int32_t>(n1),
+             o_level = layout.add<std::int32_t>(n1), o_piece = layout.add<ks::LevrPiece>(std::size_t(n) + slots),
+             o_partial = layout.add<T>(slots * ks::kRhsPerPass), o_arrived = layout.add<int>(slots);
+  levr_data = std::move(layout);
+  levr_data.allocate();
+  T* partial = levr_data.at<T>(o_partial);
+  int* arrived = levr_data.at<int>(o_arrived);
+  SPADE_CUDA_CHECK(cudaMemsetAsync(partial, 0, sizeof(T) * slots * ks::kRhsPerPass, stream));
+  SPADE_CUDA_CHECK(cudaMemsetAsync(arrived, 0, sizeof(int) * slots, stream));
+  ks::LevrPiece* piece = levr_data.at<ks::LevrPiece>(o_piece);
+  level_piece_ptr = levr_data.at<std::int32_t>(o_level);
+  ks::levr_pieces(n, ptr, perm != nullptr ? nullptr : jlev, level_ptr, &control->max_level,
+                  levr_data.at<std::int32_t>(o_count), levr_data.at<std::int32_t>(o_piece_ptr), piece, level_piece_ptr,
+                  temp, temp_bytes, stream);
+  levr_items = {nullptr, piece, partial, arrived};
 }
 
 template <typename T>
@@ -734,10 +774,14 @@ void SptrsvPlan<T>::solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, 
     const ks::RhsPass<T> rhs{b + std::int64_t(first) * ldb, ldb, x + std::int64_t(first) * ldx, ldx, nr};
     const int nlev = p.stats.levels;
     switch (w == 1 ? p.multi_algorithm : p.algorithm) {
-      case SptrsvAlgorithm::levr:
-        p.levr_graph[w].solve(L, p.perm != nullptr ? nullptr : p.jlev, p.level_ptr_host.data(), nlev, rhs, p.y[1][0],
-                              stream);
+      case SptrsvAlgorithm::levr: {
+        const bool pieces = p.levr_items.piece != nullptr;
+        ks::LevrItems<T> items = p.levr_items;
+        if (!pieces) items.jlev = p.perm != nullptr ? nullptr : p.jlev;
+        p.levr_graph[w].solve(L, items, (pieces ? p.level_piece_ptr_host : p.level_ptr_host).data(), nlev, rhs,
+                              p.y[1][0], stream);
         break;
+      }
       case SptrsvAlgorithm::levc: ks::solve_levc(L, p.jlev, p.level_ptr_host.data(), nlev, rhs, stream); break;
       case SptrsvAlgorithm::slfr:
       case SptrsvAlgorithm::slfc:

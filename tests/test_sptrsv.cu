@@ -663,16 +663,16 @@ SparseMatrix far_reading_levels(index_t width, int nlev, int back, bool far, std
   return SparseMatrix::from_triplets(width * nlev, width * nlev, rows, cols, std::vector<double>(rows.size(), 1.0));
 }
 
-// 40 levels of 3,000 rows: auto runs levr for several right-hand sides (at most 64 levels). With about
-// 4.4 entries per row and rows reading 20 levels back cluster's layout does not fit, so one right-hand
-// side runs fused_level and levr runs on its part renumbered in level order; with 2.95 entries per row one
-// runs fused and levr runs on the part in the caller's order. Both orientations and formats, 1, 8, 9 and
-// 16 right-hand sides.
+// 40 levels of 2,000 rows: auto runs levr for several right-hand sides (at most 64 levels). With about
+// 4.4 entries per row (8,800 per level, below levr's 10,000 for one right-hand side) and rows reading 20
+// levels back cluster's layout does not fit, so one right-hand side runs fused_level and levr runs on its
+// part renumbered in level order; with 2.95 entries per row one runs fused and levr runs on the part in the
+// caller's order. Both orientations and formats, 1, 8, 9 and 16 right-hand sides.
 TEST(Sptrsv, AutoTakesLevrForSeveralRightHandSidesOnFewLevels) {
   SPADE_REQUIRE_GPU();
   for (bool far : {true, false}) {
     SCOPED_TRACE(far ? "reading far back" : "reading the level below");
-    const Triangle t = make_triangle(far_reading_levels(3000, 40, 20, far, 9), 45);
+    const Triangle t = make_triangle(far_reading_levels(2000, 40, 20, far, 9), 45);
     for (const Variant& v : all_variants()) {
       const DeviceMatrix<double> m(t, v);
       SptrsvPlan<double> plan(m.view);
@@ -685,28 +685,33 @@ TEST(Sptrsv, AutoTakesLevrForSeveralRightHandSidesOnFewLevels) {
   }
 }
 
-/// nlev levels of `width` rows: row q of level l reads rows q .. q + reads - 1 (mod width) of level l - 1.
-SparseMatrix banded_levels(index_t width, int nlev, int reads) {
+/// nlev levels of `width` rows (level `wide_level`, where given: `wide_width` rows): row q of level l reads
+/// rows q .. q + reads - 1 (modulo its width) of level l - 1.
+SparseMatrix banded_levels(index_t width, int nlev, int reads, int wide_level = -1, index_t wide_width = 0) {
   std::vector<std::int64_t> rows, cols;
-  for (int l = 0; l < nlev; ++l)
-    for (index_t q = 0; q < width; ++q) {
-      const std::int64_t r = std::int64_t(l) * width + q;
+  std::int64_t below = 0, start = 0;  // the first rows of levels l - 1 and l
+  index_t below_width = 0;
+  for (int l = 0; l < nlev; ++l) {
+    const index_t w = l == wide_level ? wide_width : width;
+    for (index_t q = 0; q < w; ++q) {
+      const std::int64_t r = start + q;
       rows.push_back(r), cols.push_back(r);
       if (l > 0)
-        for (int k = 0; k < reads; ++k)
-          rows.push_back(r), cols.push_back(std::int64_t(l - 1) * width + (q + k) % width);
+        for (int k = 0; k < reads; ++k) rows.push_back(r), cols.push_back(below + (q + k) % below_width);
     }
-  return SparseMatrix::from_triplets(width * nlev, width * nlev, rows, cols, std::vector<double>(rows.size(), 1.0));
+    below = start, below_width = w, start += w;
+  }
+  return SparseMatrix::from_triplets(start, start, rows, cols, std::vector<double>(rows.size(), 1.0));
 }
 
-// auto runs levr for one right-hand side and for several on 12 levels (at most 32), and on 20 levels of
-// 2,000 rows of 10 entries below the diagonal (at least 8 entries per row and 13,200 per level). Every
-// orientation and format, 1, 8 and 9 right-hand sides.
-TEST(Sptrsv, AutoTakesLevrOnFewLevelsAndOnWideLevelsOfLongRows) {
+// auto runs levr for one right-hand side and for several on 12 levels (at most 32), and on 40 levels of
+// 3,000 rows of 3 entries below the diagonal (at least 10,000 entries per level). Every orientation and
+// format, 1, 8 and 9 right-hand sides.
+TEST(Sptrsv, AutoTakesLevrOnFewLevelsAndOnWideLevels) {
   SPADE_REQUIRE_GPU();
   for (bool few : {true, false}) {
-    SCOPED_TRACE(few ? "12 levels" : "wide levels of long rows");
-    const Triangle t = make_triangle(few ? banded_levels(3000, 12, 2) : banded_levels(2000, 20, 10), 47);
+    SCOPED_TRACE(few ? "12 levels" : "wide levels");
+    const Triangle t = make_triangle(few ? banded_levels(3000, 12, 2) : banded_levels(3000, 40, 3), 47);
     for (const Variant& v : all_variants()) {
       const DeviceMatrix<double> m(t, v);
       SptrsvPlan<double> plan(m.view);
@@ -718,12 +723,12 @@ TEST(Sptrsv, AutoTakesLevrOnFewLevelsAndOnWideLevelsOfLongRows) {
   }
 }
 
-// 40 levels of 9,000 rows with 3 entries below the diagonal: cluster would take two passes of a block
-// per share (563 rows, one lane each), so auto runs fused_level for one right-hand side without building
-// cluster's layout, and levr for several (at most 64 levels).
+// 40 levels of 1,000 rows with 3 entries below the diagonal, but one of 9,000 rows: cluster would take
+// two passes of a block per share there (563 rows, one lane each), so auto runs fused_level for one
+// right-hand side without building cluster's layout, and levr for several (at most 64 levels).
 TEST(Sptrsv, AutoSkipsClusterWhereAShareTakesTwoPasses) {
   SPADE_REQUIRE_GPU();
-  const Triangle t = make_triangle(banded_levels(9000, 40, 3), 48);
+  const Triangle t = make_triangle(banded_levels(1000, 40, 3, 20, 9000), 48);
   for (const Variant& v : {Variant{SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit},
                            Variant{SparseFormat::csc, TriangleKind::upper, DiagonalKind::unit}}) {
     const DeviceMatrix<double> m(t, v);
@@ -734,21 +739,73 @@ TEST(Sptrsv, AutoSkipsClusterWhereAShareTakesTwoPasses) {
   }
 }
 
+/// Three levels: `width` rows with no entry below the diagonal, then `width` rows reading 4 random rows of
+/// level 0, then `width` rows reading 3 random rows of the levels below; every 50th row of the last two
+/// levels reads 40-199 more (so rows of up to and beyond kLevrPiece = 64 entries), and the last row of each
+/// reads every row of level 0 (`width` entries: many pieces).
+SparseMatrix long_row_levels(index_t width, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::int64_t> rows, cols;
+  for (int l = 0; l < 3; ++l)
+    for (index_t q = 0; q < width; ++q) {
+      const std::int64_t r = std::int64_t(l) * width + q;
+      rows.push_back(r), cols.push_back(r);
+      if (l == 0) continue;
+      const std::int64_t below = std::int64_t(l) * width;
+      auto read = [&](std::int64_t c) { rows.push_back(r), cols.push_back(c); };
+      read(std::int64_t(l - 1) * width + q);  // the level below
+      for (int k = 0; k < 3; ++k) read(std::uniform_int_distribution<std::int64_t>(0, below - 1)(rng));
+      if (q % 50 == 7)
+        for (int k = 0, more = 40 + q % 160; k < more; ++k)
+          read(std::uniform_int_distribution<std::int64_t>(0, below - 1)(rng));
+      if (q == width - 1)
+        for (index_t c = 0; c < width; ++c) read(c);
+    }
+  return SparseMatrix::from_triplets(3 * width, 3 * width, rows, cols, std::vector<double>(rows.size(), 1.0));
+}
+
+// levr splits rows of more than 64 entries into pieces solved by several warps, the last piece to
+// finish solving the row: 3 levels (auto runs levr too), rows of up to 6,000 entries, every orientation
+// and format, 1, 8 and 9 right-hand sides, 20 solves in a row on each plan (a piece's sums and count are
+// set back to zero for the next solve).
+TEST(Sptrsv, LevrSplitsLongRows) {
+  SPADE_REQUIRE_GPU();
+  const Triangle t = make_triangle(long_row_levels(6000, 19), 49);
+  ASSERT_GT(t.max_row, 5000);
+  for (SptrsvAlgorithm a : {SptrsvAlgorithm::levr, SptrsvAlgorithm::automatic})
+    for (const Variant& v : all_variants()) {
+      const DeviceMatrix<double> m(t, v);
+      SptrsvOptions options;
+      options.algorithm = a;
+      SptrsvPlan<double> plan(m.view, options);
+      ASSERT_EQ(plan.algorithm(), SptrsvAlgorithm::levr) << describe(a, v, 1);
+      ASSERT_EQ(plan.algorithm(8), SptrsvAlgorithm::levr) << describe(a, v, 8);
+      for (int nrhs : {1, 8, 9}) check_solves(plan, t, v, nrhs, 20, describe(a, v, nrhs));
+      if (HasFatalFailure()) return;
+    }
+}
+
 // levr replays a CUDA graph recorded at its first solve of each width: later solves with other buffers,
 // counts and leading dimensions, on a stream of the caller's and on the legacy default stream, rewrite
-// every level's node before the replay; a solve on a stream the caller is capturing launches the levels
-// into the caller's graph instead. Both the caller's order and auto's level-ordered part (far-reading
-// levels).
+// the nodes that see them before the replay; a solve on a stream the caller is capturing launches the
+// levels into the caller's graph instead. Short rows in the caller's order and on auto's level-ordered
+// part (far-reading levels), where several right-hand sides are gathered and scattered; longer rows and
+// rows split into pieces, where every level reads b and writes x.
 TEST(Sptrsv, LevrGraphFollowsEachSolvesBuffers) {
   SPADE_REQUIRE_GPU();
-  for (bool far : {false, true}) {
-    SCOPED_TRACE(far ? "level-ordered part" : "caller's order");
-    const Triangle t = make_triangle(far_reading_levels(3000, 40, 20, far, 17), 46);
+  const char* names[] = {"short rows, caller's order", "short rows, level-ordered part", "longer rows",
+                         "rows in pieces"};
+  for (int kind = 0; kind < 4; ++kind) {
+    SCOPED_TRACE(names[kind]);
+    const SparseMatrix pattern = kind < 2    ? far_reading_levels(2000, 40, 20, kind == 1, 17)
+                                 : kind == 2 ? banded_levels(2000, 40, 6)
+                                             : long_row_levels(3000, 21);
+    const Triangle t = make_triangle(pattern, 46);
     const index_t n = t.lower.cols();
     const Variant v{SparseFormat::csr, TriangleKind::upper, DiagonalKind::non_unit};
     const DeviceMatrix<double> m(t, v);
     SptrsvOptions options;
-    options.algorithm = far ? SptrsvAlgorithm::automatic : SptrsvAlgorithm::levr;
+    options.algorithm = kind == 1 ? SptrsvAlgorithm::automatic : SptrsvAlgorithm::levr;
     SptrsvPlan<double> plan(m.view, options);
     ASSERT_EQ(plan.algorithm(8), SptrsvAlgorithm::levr);
     cudaStream_t stream = nullptr;
