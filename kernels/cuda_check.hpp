@@ -38,6 +38,15 @@ inline int cuda_device_major() {
   return major;
 }
 
+/// The L2 cache of the current device, in bytes; throws ResourceError when the query fails.
+inline long long cuda_device_l2_bytes() {
+  int device = 0, bytes = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__);
+  cuda_check(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device), "cudaDeviceGetAttribute", __FILE__,
+             __LINE__);
+  return bytes;
+}
+
 }  // namespace spade
 
 #define SPADE_CUDA_CHECK(call) ::spade::cuda_check((call), #call, __FILE__, __LINE__)

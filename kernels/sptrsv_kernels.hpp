@@ -245,10 +245,9 @@ void fill_sentinel(std::int64_t count, T* y, cudaStream_t stream);
 /// solve with another one (b, x, a leading dimension or the count) first rewrites every level's node (0.7
 /// us per level on the host, H100 machine), still faster than launching the levels. Passes of several
 /// right-hand sides also write each solution into `y`, the R values of each unknown side by side, which
-/// the later levels read; on rows of at most kLevrShortRow entries they work on y alone, gathered from b
-/// before the first level and scattered to x after the last, and a solve with another right-hand side
-/// rewrites only those two nodes. Where `stream` is being captured (the caller records a graph of its
-/// own), the levels are launched one by one instead.
+/// the later levels read; on rows of at most kLevrShortRow entries, and where x is larger than half the L2
+/// cache, x is copied from y after the last level instead of being stored by the levels. Where `stream`
+/// is being captured (the caller records a graph of its own), the levels are launched one by one instead.
 template <typename T>
 class LevrGraph {
  public:

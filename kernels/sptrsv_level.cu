@@ -1,15 +1,16 @@
 // Level-scheduled sparse triangular solves (R. Li, "On parallel solution of sparse triangular linear
 // systems in CUDA", 2017): the unknowns of one level are independent, so each level is one launch and the
-// launch boundary is the only synchronization. LEVR: a warp per row of CSR gathers its row (a row of more
-// than kLevrPiece entries: a warp per piece, the last piece to finish solving the row); LEVC: a warp
+// launch boundary is the only synchronization. LEVR: a warp per row of CSR gathers its row (rows of at most
+// kLevrShortRow entries: several a warp; a row of more than kLevrPiece entries: a warp per piece, the last
+// piece to finish solving the row); LEVC: a warp
 // per column of CSC finishes its unknown and scatters the updates into x with atomics. LEVR also runs on
 // a part renumbered in level order (L.perm set, jlev null: level l is the rows level_ptr[l] to
 // level_ptr[l + 1]), reading and writing x through L.perm. LEVR's launches are recorded once as a CUDA
 // graph and replayed (LevrGraph): the host launches a level in 2.2-3.5 us, a graph's replay starts the next
 // in about 1 us (H100, with programmatic dependent launch).
 //
-// Right-hand sides: the lanes are split among the R right-hand sides of the pass (RhsLanes: for R = 8,
-// four lanes per right-hand side, each taking every fourth entry), so a lane does one right-hand side's
+// Right-hand sides: the lanes are split among the R right-hand sides of the pass (RowLanes and RhsLanes: for
+// R = 8, four lanes per right-hand side, each taking every fourth entry), so a lane does one right-hand side's
 // arithmetic, one load or atomic per entry, and a row's sums are reduced over four lanes (2 shuffles) rather
 // than over the warp for each of the R right-hand sides (40 shuffles and R loads per entry and lane).
 #include <utility>
@@ -57,22 +58,16 @@ struct RowLanes {
 /// One level. One right-hand side: x is read and written where the caller has it. Several (R > 1): the
 /// rows of later levels read y, which holds the R values of each unknown side by side (value r of the
 /// caller's unknown u at u * R + r): the R lanes reading one entry's column read one segment of R values
-/// instead of one in each of R columns. Rows of more than kLevrShortRow entries read b where the caller
-/// has it (before the wait, so its scattered loads cost no latency) and write their solution into x and
-/// into y (which then needs no initial value). Short rows (S = 1) read and write y only, gathered from b
-/// before the first level and scattered to x after the last: their levels take little time, and the
-/// scattered b and x traffic of a wide level showed (H100, 8 right-hand sides: lap3d7 128^3 1.23 ms
-/// against 0.73, mdual_lap 0.135 against 0.098; with long rows the other way, lap3d27 128^3 1.63 against
-/// 1.79, basker_matrix1 0.037 against 0.043).
+/// instead of one in each of R columns. b is read where the caller has it, before the wait, so its
+/// scattered loads cost no latency. A row's solution goes into y and, unless kScatter, into x; kScatter:
+/// x is copied from y after the last level (scatter_x_kernel), for short rows (S = 1) and for passes
+/// whose x is larger than half the L2 cache, where the scattered stores of a wide level showed. H100, 8
+/// right-hand sides, against gathering b into y before the first level too: short rows, lap3d7 128^3
+/// 0.63 ms against 0.73, lap2d5 1024^2 1.96 against 2.28; storing x in the levels instead, 1.24 and 3.19.
+/// Long rows, scattered against stored in the levels: lap3d27 128^3 (x of 134 MB) 1.55 against 1.63 ms;
+/// c-62 (2.7 MB) 0.021 against 0.019, NotreDame_www (21 MB) 0.427 against 0.405.
 ///
-/// A row takes R * S lanes (RowLanes): S = 32 / R for rows of more than kLevrShortRow entries, else a
-/// lane per right-hand side and entry (one rhs: S = 4, 8 rows a warp; eight: S = 1, 4 rows a warp), so
-/// that a wide level of short rows takes fewer warps. A row has at most kLevrPiece entries, or is split
-/// into pieces of that many (LevrItems, one warp a piece): each lane loads its first P entries before the
-/// wait, the rest P at a time, their loads in flight together. The pieces of a split row add their sums
-/// into the row's partial sums; the last piece to count itself in solves the row (the order of the
-/// additions varies from solve to solve, in the last bits).
-template <typename T, int R, int S, int P>
+template <typename T, int R, int S, int P, bool kScatter>
 __global__ void levr_kernel(LowerPart<T> L, LevrItems<T> items, std::int32_t begin, std::int32_t end,
                             RhsPass<T> rhs, T* y) {
   using Lanes = RowLanes<R, S>;
@@ -106,18 +101,15 @@ __global__ void levr_kernel(LowerPart<T> L, LevrItems<T> items, std::int32_t beg
     a[u] = in ? L.val[k + u * S] : T(0);
     c[u] = in ? caller_row(L, L.ind[k + u * S]) : 0;
   }
-  constexpr bool kGathered = R > 1 && S == 1;
   const std::int64_t ui = active ? caller_row(L, i) : 0;
   const bool mine = active && lanes.r < rhs.nr;  // lanes of r >= nr solve zeros into y
-  T bi = T(0);
-  if (kGathered && active && lanes.slot == 0) bi = y[ui * R + lanes.r];
-  if (!kGathered && mine && lanes.slot == 0) bi = rhs.b[ui + lanes.r * std::int64_t(rhs.ldb)];
+  const T bi = mine && lanes.slot == 0 ? rhs.b[ui + lanes.r * std::int64_t(rhs.ldb)] : T(0);
   const T d = active ? L.diag[i] : T(1);
   // One right-hand side reads the caller's x, several the side-by-side copy.
   const T* solved = R > 1 ? y : rhs.x;
   auto write = [&](T value) {
     if (R > 1) y[ui * R + lanes.r] = value;
-    if (!kGathered && mine) rhs.x[ui + lanes.r * std::int64_t(rhs.ldx)] = value;
+    if (!kScatter && mine) rhs.x[ui + lanes.r * std::int64_t(rhs.ldx)] = value;
   };
   wait_for_previous_level();
   T sum = T(0);
@@ -158,32 +150,24 @@ __global__ void levr_kernel(LowerPart<T> L, LevrItems<T> items, std::int32_t beg
   if (lane == 0) items.arrived[slot] = 0;
 }
 
-/// LEVR's kernel for a pass of R right-hand sides on rows (or pieces) of at most `longest` entries, and
-/// the rows a warp takes.
+/// LEVR's kernel for a pass of R right-hand sides on n unknowns in rows (or pieces) of at most `longest`
+/// entries, and the rows a warp takes.
 template <typename T>
 struct LevrKernel {
   void (*kernel)(LowerPart<T>, LevrItems<T>, std::int32_t, std::int32_t, RhsPass<T>, T*);
   int rows_per_warp;
-  bool gathered;  ///< b gathered into y before the first level, x scattered from it after the last
+  bool scatter;  ///< x copied from y after the last level
 };
 template <typename T, int R>
-LevrKernel<T> levr_kernel_for(int longest) {
+LevrKernel<T> levr_kernel_for(int longest, index_t n) {
   const bool short_rows = longest <= kLevrShortRow;
   if (R == 1)
-    return short_rows ? LevrKernel<T>{levr_kernel<T, 1, kLevrShortRow, 1>, kWarpSize / kLevrShortRow, false}
-                      : LevrKernel<T>{levr_kernel<T, 1, kWarpSize, 1>, 1, false};
-  return short_rows ? LevrKernel<T>{levr_kernel<T, R, 1, kLevrShortRow>, kWarpSize / R, true}
-                    : LevrKernel<T>{levr_kernel<T, R, kWarpSize / R, 4>, 1, false};
-}
-
-/// y[u * R + r] := b[u + r * ldb] (0 for r >= nr), for the caller's unknowns u < n.
-template <typename T, int R>
-__global__ void gather_rhs_kernel(index_t n, RhsPass<T> rhs, T* y) {
-  const std::int64_t t = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
-  if (t >= std::int64_t(n) * R) return;
-  const std::int64_t u = t / R;
-  const int r = int(t % R);
-  y[t] = r < rhs.nr ? rhs.b[u + std::int64_t(r) * rhs.ldb] : T(0);
+    return short_rows ? LevrKernel<T>{levr_kernel<T, 1, kLevrShortRow, 1, false>, kWarpSize / kLevrShortRow, false}
+                      : LevrKernel<T>{levr_kernel<T, 1, kWarpSize, 1, false>, 1, false};
+  if (short_rows) return {levr_kernel<T, R, 1, kLevrShortRow, true>, kWarpSize / R, true};
+  if (2 * std::int64_t(n) * R * std::int64_t(sizeof(T)) > cuda_device_l2_bytes())
+    return {levr_kernel<T, R, kWarpSize / R, 4, true>, 1, true};
+  return {levr_kernel<T, R, kWarpSize / R, 4, false>, 1, false};
 }
 
 /// x[u + r * ldx] := y[u * R + r] for r < nr.
@@ -232,12 +216,7 @@ void run_levels(Kernel kernel, const LowerPart<T>& L, const std::int32_t* jlev, 
 template <typename T, int R>
 void launch_levr(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host, int nlev,
                  const RhsPass<T>& rhs, T* y, bool overlap, cudaStream_t stream) {
-  const LevrKernel<T> chosen = levr_kernel_for<T, R>(items.longest);
-  const int copy_blocks = blocks_for(std::int64_t(L.n) * R, kBlockThreads);
-  if (chosen.gathered) {
-    gather_rhs_kernel<T, R><<<copy_blocks, kBlockThreads, 0, stream>>>(L.n, rhs, y);
-    check_launch("gather_rhs_kernel");
-  }
+  const LevrKernel<T> chosen = levr_kernel_for<T, R>(items.longest, L.n);
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
@@ -253,8 +232,9 @@ void launch_levr(const LowerPart<T>& L, const LevrItems<T>& items, const std::in
     cuda_check(cudaLaunchKernelEx(&config, chosen.kernel, L, items, begin, end, rhs, R > 1 ? y : nullptr),
                "levr_kernel", __FILE__, __LINE__);
   }
-  if (chosen.gathered) {
-    scatter_x_kernel<T, R><<<copy_blocks, kBlockThreads, 0, stream>>>(L.n, y, rhs);
+  if (chosen.scatter) {
+    scatter_x_kernel<T, R><<<blocks_for(std::int64_t(L.n) * R, kBlockThreads), kBlockThreads, 0, stream>>>(L.n, y,
+                                                                                                     rhs);
     check_launch("scatter_x_kernel");
   }
 }
@@ -325,8 +305,8 @@ void LevrGraph<T>::record(const LowerPart<T>& L, const LevrItems<T>& items, cons
   cudaStreamDestroy(capture);
   cuda_check(e, "recording levr's graph", __FILE__, __LINE__);
   cudaGraphExec_t exec = nullptr;
-  const bool gathered = rhs.nr > 1 && levr_kernel_for<T, kRhsPerPass>(items.longest).gathered;
-  std::vector<cudaGraphNode_t> nodes(std::size_t(nlev) + (gathered ? 2 : 0), nullptr);
+  const bool scatter = rhs.nr > 1 && levr_kernel_for<T, kRhsPerPass>(items.longest, L.n).scatter;
+  std::vector<cudaGraphNode_t> nodes(std::size_t(nlev) + (scatter ? 1 : 0), nullptr);
   try {
     std::size_t roots = 1;
     cuda_check(cudaGraphGetRootNodes(graph, nodes.data(), &roots), "cudaGraphGetRootNodes", __FILE__, __LINE__);
@@ -345,41 +325,36 @@ void LevrGraph<T>::record(const LowerPart<T>& L, const LevrItems<T>& items, cons
 template <typename T>
 void LevrGraph<T>::retarget(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host,
                             const RhsPass<T>& rhs, T* y) {
-  const LevrKernel<T> chosen =
-      rhs.nr == 1 ? levr_kernel_for<T, 1>(items.longest) : levr_kernel_for<T, kRhsPerPass>(items.longest);
+  const LevrKernel<T> chosen = rhs.nr == 1 ? levr_kernel_for<T, 1>(items.longest, L.n)
+                                           : levr_kernel_for<T, kRhsPerPass>(items.longest, L.n);
+  LowerPart<T> part = L;
+  LevrItems<T> work = items;
+  std::int32_t begin = 0, end = 0;
   RhsPass<T> pass = rhs;
   T* values = rhs.nr == 1 ? nullptr : y;
+  void* args[] = {&part, &work, &begin, &end, &pass, &values};
   cudaKernelNodeParams params{};
   params.blockDim = dim3(kBlockThreads);
+  params.func = reinterpret_cast<void*>(chosen.kernel);
+  params.kernelParams = args;
   auto set = [&](cudaGraphNode_t node) {
     cuda_check(cudaGraphExecKernelNodeSetParams(exec_, node, &params), "cudaGraphExecKernelNodeSetParams",
                __FILE__, __LINE__);
   };
-  if (chosen.gathered) {  // the levels work on y: only the gather and the scatter see the caller's arrays
-    constexpr int R = kRhsPerPass;
+  const std::size_t nlev = nodes_.size() - (chosen.scatter ? 1 : 0);
+  for (std::size_t l = 0; l < nlev; ++l) {
+    begin = level_ptr_host[l];
+    end = level_ptr_host[l + 1];
+    params.gridDim = dim3(blocks_for(end - begin, kBlockWarps * chosen.rows_per_warp));
+    set(nodes_[l]);
+  }
+  if (chosen.scatter) {
     index_t n = L.n;
-    params.gridDim = dim3(blocks_for(std::int64_t(n) * R, kBlockThreads));
-    void* gather_args[] = {&n, &pass, &values};
-    params.func = reinterpret_cast<void*>(gather_rhs_kernel<T, R>);
-    params.kernelParams = gather_args;
-    set(nodes_.front());
     void* scatter_args[] = {&n, &values, &pass};
-    params.func = reinterpret_cast<void*>(scatter_x_kernel<T, R>);
+    params.gridDim = dim3(blocks_for(std::int64_t(n) * kRhsPerPass, kBlockThreads));
+    params.func = reinterpret_cast<void*>(scatter_x_kernel<T, kRhsPerPass>);
     params.kernelParams = scatter_args;
     set(nodes_.back());
-  } else {
-    LowerPart<T> part = L;
-    LevrItems<T> work = items;
-    std::int32_t begin = 0, end = 0;
-    void* args[] = {&part, &work, &begin, &end, &pass, &values};
-    params.func = reinterpret_cast<void*>(chosen.kernel);
-    params.kernelParams = args;
-    for (std::size_t l = 0; l < nodes_.size(); ++l) {
-      begin = level_ptr_host[l];
-      end = level_ptr_host[l + 1];
-      params.gridDim = dim3(blocks_for(end - begin, kBlockWarps * chosen.rows_per_warp));
-      set(nodes_[l]);
-    }
   }
   recorded_ = rhs;
 }

@@ -789,8 +789,8 @@ TEST(Sptrsv, LevrSplitsLongRows) {
 // counts and leading dimensions, on a stream of the caller's and on the legacy default stream, rewrite
 // the nodes that see them before the replay; a solve on a stream the caller is capturing launches the
 // levels into the caller's graph instead. Short rows in the caller's order and on auto's level-ordered
-// part (far-reading levels), where several right-hand sides are gathered and scattered; longer rows and
-// rows split into pieces, where every level reads b and writes x.
+// part (far-reading levels), where x is copied out after the last level; longer rows and rows split into
+// pieces, where the levels store x.
 TEST(Sptrsv, LevrGraphFollowsEachSolvesBuffers) {
   SPADE_REQUIRE_GPU();
   const char* names[] = {"short rows, caller's order", "short rows, level-ordered part", "longer rows",
