@@ -54,7 +54,7 @@ constexpr int kInspectWarps = kThreads / kWarpSize;
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     inspect_kernel(InputTriangle<T> in, std::int32_t* count, T* diag, std::int32_t* diag_src,
-                   unsigned long long* bad, int* zero_row) {
+                   unsigned long long* bad, int* zero_row, int* max_count, int* level) {
   __shared__ Inspection found[kInspectWarps][kWarpSize];
   const index_t first = (blockIdx.x * index_t(blockDim.x) + threadIdx.x) / kWarpSize * kWarpSize;
   if (first >= in.n) return;  // the whole warp
@@ -95,15 +95,21 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncwarp();
+  const Inspection r = active ? mine[lane] : Inspection{0, -1};
+  // Off-diagonal entries kept: none of a bad segment (scatter_kernel then copies nothing of it).
+  const std::int32_t kept = active && r.code == 0 ? end - begin - (r.dpos >= 0 ? 1 : 0) : 0;
+  if (max_count != nullptr) {
+    const int top = __reduce_max_sync(kFullMask, kept);
+    if (lane == 0) atomicMax(max_count, top);
+  }
   if (!active) return;
-  const Inspection r = mine[lane];
   const index_t internal = in.lower ? o : in.n - 1 - o;
+  if (level != nullptr) level[internal] = 0;
+  count[internal] = kept;
   if (r.code != 0) {
-    count[internal] = 0;  // scatter_kernel then copies nothing of it
     atomicMin(bad, (static_cast<unsigned long long>(o) << 8) | static_cast<unsigned long long>(r.code));
     return;
   }
-  count[internal] = end - begin - (r.dpos >= 0 ? 1 : 0);
   diag_src[internal] = r.dpos;
   const T d = in.unit ? T(1) : (r.dpos < 0 ? T(0) : in.val[r.dpos]);
   diag[internal] = d;
@@ -112,7 +118,8 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T>
 __global__ void scatter_kernel(InputTriangle<T> in, const std::int32_t* out_ptr, const std::int32_t* diag_src,
-                               index_t* out_ind, T* out_val, std::int32_t* src) {
+                               index_t* out_ind, T* out_val, std::int32_t* src, int* kept) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) *kept = out_ptr[in.n];
   const index_t first = (blockIdx.x * index_t(blockDim.x) + threadIdx.x) / kWarpSize * kWarpSize;
   if (first >= in.n) return;  // the whole warp
   const int lane = threadIdx.x % kWarpSize;
@@ -445,17 +452,18 @@ __global__ void fill_sentinel_kernel(std::int64_t count, T* y) {
 
 template <typename T>
 void inspect_triangle(const InputTriangle<T>& in, std::int32_t* count, T* diag, std::int32_t* diag_src,
-                      unsigned long long* bad, int* zero_row, cudaStream_t stream) {
+                      unsigned long long* bad, int* zero_row, int* max_count, int* level, cudaStream_t stream) {
   if (in.n == 0) return;
-  inspect_kernel<<<blocks_for(in.n, kThreads), kThreads, 0, stream>>>(in, count, diag, diag_src, bad, zero_row);
+  inspect_kernel<<<blocks_for(in.n, kThreads), kThreads, 0, stream>>>(in, count, diag, diag_src, bad, zero_row,
+                                                                     max_count, level);
   check_launch("inspect_kernel");
 }
 
 template <typename T>
 void scatter_same_orientation(const InputTriangle<T>& in, const std::int32_t* out_ptr, const std::int32_t* diag_src,
-                              index_t* out_ind, T* out_val, std::int32_t* src, cudaStream_t stream) {
-  if (in.n == 0) return;
-  scatter_kernel<<<blocks_for(in.n, kThreads), kThreads, 0, stream>>>(in, out_ptr, diag_src, out_ind, out_val, src);
+                              index_t* out_ind, T* out_val, std::int32_t* src, int* kept, cudaStream_t stream) {
+  scatter_kernel<<<blocks_for(std::max<index_t>(in.n, 1), kThreads), kThreads, 0, stream>>>(in, out_ptr, diag_src,
+                                                                                          out_ind, out_val, src, kept);
   check_launch("scatter_kernel");
 }
 
@@ -633,9 +641,9 @@ void fill_sentinel(std::int64_t count, T* y, cudaStream_t stream) {
 
 #define SPADE_SPTRSV_ANALYSIS(T)                                                                                   \
   template void inspect_triangle<T>(const InputTriangle<T>&, std::int32_t*, T*, std::int32_t*,                     \
-                                    unsigned long long*, int*, cudaStream_t);                                      \
+                                    unsigned long long*, int*, int*, int*, cudaStream_t);                          \
   template void scatter_same_orientation<T>(const InputTriangle<T>&, const std::int32_t*, const std::int32_t*,      \
-                                            index_t*, T*, std::int32_t*, cudaStream_t);                            \
+                                            index_t*, T*, std::int32_t*, int*, cudaStream_t);                      \
   template void transpose_lower<T>(index_t, std::int32_t, const std::int32_t*, const index_t*, const T*,           \
                                    const std::int32_t*, std::int32_t*, index_t*, T*, std::int32_t*,                \
                                    const TransposeWork&, cudaStream_t);                                            \

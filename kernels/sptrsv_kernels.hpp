@@ -118,17 +118,19 @@ struct InputTriangle {
 /// One warp per segment (row of CSR, column of CSC): validates it, counts its off-diagonal entries into
 /// count[internal segment] and writes diag / diag_src (input position of the diagonal entry, -1 if none).
 /// bad: atomicMin of (segment << 8 | InspectCode), 0x7fff...ffff if none. zero_row: atomicMin of the
-/// caller's row of a zero (or missing) non-unit diagonal, INT32_MAX if none.
+/// caller's row of a zero (or missing) non-unit diagonal, INT32_MAX if none. Where given (device, may be
+/// null): *max_count := max(*max_count, count[i]) over the segments (count_max, done here), and
+/// level[internal segment] := 0 (the level analysis' array, cleared here rather than by a memset).
 template <typename T>
 void inspect_triangle(const InputTriangle<T>& in, std::int32_t* count, T* diag, std::int32_t* diag_src,
-                      unsigned long long* bad, int* zero_row, cudaStream_t stream);
+                      unsigned long long* bad, int* zero_row, int* max_count, int* level, cudaStream_t stream);
 
 /// Copies the off-diagonal entries into the internal lower form in the input's orientation, sorted;
 /// out_ptr is the exclusive scan of count, diag_src as inspect_triangle wrote it. src[k] = input position
-/// of internal entry k.
+/// of internal entry k. *kept := out_ptr[n], the entries copied (device).
 template <typename T>
 void scatter_same_orientation(const InputTriangle<T>& in, const std::int32_t* out_ptr, const std::int32_t* diag_src,
-                              index_t* out_ind, T* out_val, std::int32_t* src, cudaStream_t stream);
+                              index_t* out_ind, T* out_val, std::int32_t* src, int* kept, cudaStream_t stream);
 
 /// count[ind[k]] += 1 over k < nnz, and k < *limit when limit (device) is given (count zeroed by the
 /// caller); count_max: *max_count := max(*max_count, count[i]) over i < n.

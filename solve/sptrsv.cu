@@ -333,10 +333,11 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   Control init = fresh_control(spin_limit);
   SPADE_CUDA_CHECK(cudaMemcpyAsync(control, &init, sizeof(Control), cudaMemcpyHostToDevice, stream));
   const ks::InputTriangle<T> in{n, input_nnz, a.ptr, a.ind, a.values, csr, !reversed, unit};
-  ks::inspect_triangle(in, count, diag, diag_src, &control->bad, &control->zero_row, stream);
+  // The level array is cleared by the inspection, and the most entries in a row taken there for CSR.
+  ks::inspect_triangle(in, count, diag, diag_src, &control->bad, &control->zero_row,
+                       csr ? &control->max_count : nullptr, leveled ? level : nullptr, stream);
   ks::exclusive_scan(n, count, a_ptr, temp, temp_bytes, stream);
-  ks::scatter_same_orientation(in, a_ptr, diag_src, a_ind, a_val, a_src, stream);
-  SPADE_CUDA_CHECK(cudaMemcpyAsync(&control->m, a_ptr + n, sizeof(int), cudaMemcpyDeviceToDevice, stream));
+  ks::scatter_same_orientation(in, a_ptr, diag_src, a_ind, a_val, a_src, &control->m, stream);
   // In-degrees (off-diagonal entries per row): the counts of a CSR input, a histogram of a CSC one (over
   // the m entries kept, m read on the device).
   std::int32_t* indeg = count;
@@ -344,8 +345,8 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     SPADE_CUDA_CHECK(cudaMemsetAsync(work, 0, sizeof(int) * n, stream));
     ks::histogram(input_nnz, a_ind, work, stream, &control->m);
     indeg = work;
+    ks::count_max(n, indeg, &control->max_count, stream);
   }
-  ks::count_max(n, indeg, &control->max_count, stream);
 
   Control c{};
   auto check_input = [&](const Control& got) {
@@ -367,7 +368,6 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     m = c.m;
   }
   if (levels_needed) {
-    SPADE_CUDA_CHECK(cudaMemsetAsync(level, 0, sizeof(int) * n, stream));
     if (csr) {
       ks::levels_csr(n, a_ptr, a_ind, level, &control->max_level, &control->bad, schedule(), stream);
     } else {
@@ -396,7 +396,6 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     // The level analysis, then: a handful of levels solved a launch per level (levr), which costs less
     // than any waiting; level_block for narrow levels; levr for wide levels; else fused or
     // fused_level by the entries per row, both picking thread- or warp-level work per chunk.
-    SPADE_CUDA_CHECK(cudaMemsetAsync(level, 0, sizeof(int) * n, stream));
     ks::levels_csr(n, ptr, ind, level, &control->max_level, &control->bad, schedule(), stream);
     c = read_control(stream);
     check_input(c);
