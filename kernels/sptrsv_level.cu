@@ -65,7 +65,7 @@ struct RowLanes {
 /// right-hand sides, against gathering b into y before the first level too: short rows, lap3d7 128^3
 /// 0.63 ms against 0.73, lap2d5 1024^2 1.96 against 2.28; storing x in the levels instead, 1.24 and 3.19.
 /// Long rows, scattered against stored in the levels: lap3d27 128^3 (x of 134 MB) 1.55 against 1.63 ms;
-/// c-62 (2.7 MB) 0.021 against 0.019, NotreDame_www (21 MB) 0.427 against 0.405.
+/// c-62 (2.7 MB) 0.021 against 0.020, NotreDame_www (21 MB) 0.428 against 0.406.
 ///
 template <typename T, int R, int S, int P, bool kScatter>
 __global__ void levr_kernel(LowerPart<T> L, LevrItems<T> items, std::int32_t begin, std::int32_t end,

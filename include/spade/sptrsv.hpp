@@ -56,22 +56,24 @@ enum class DiagonalKind { non_unit, unit };
 enum class SptrsvAlgorithm {
   automatic,  ///< "auto": after the level analysis, levr when the triangle has at most 32 levels; else
               ///< level_block for at most 520 rows per level (n / levels; 300 from 3.5 entries per row,
-              ///< diagonal included), else levr from 8 entries per row on levels of at least 13,200
-              ///< entries on average (diagonal included), else fused_level from 3.5
-              ///< entries per row, else fused; the fused kernels choose thread- or warp-level work per
-              ///< chunk from the nonzeros per row. Where auto would take fused_level, or level_block on
-              ///< levels of at least 1,000 entries on average (diagonal included), it takes cluster where
-              ///< cluster's layout fits: for one right-hand side only where every block's share of a level
-              ///< takes one pass of the block, for several in any case. Where cluster does not fit in
-              ///< place of fused_level, passes of several right-hand sides run level_block on levels of at
-              ///< most 10,000 entries on average (the plan then also holds level_block's packed copy),
-              ///< levr on wider ones (on fused_level's part, renumbered in level order). Passes of several
-              ///< right-hand sides also run levr, whatever one runs except level_block, on triangles of at
-              ///< most 64 levels or of levels of at least 13,200 entries on average.
-              ///< SptrsvPlan::algorithm(nrhs) tells which algorithm a solve runs
-  levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017); the launches are
-              ///< recorded as a CUDA graph at the first solve of one right-hand side and at the first of
-              ///< several (that solve pays the recording, about 5-7 us per level on an H100) and replayed
+              ///< diagonal included), else levr on levels of at least 10,000 entries on average
+              ///< (diagonal included), else fused_level from 3.5 entries per row, else fused; the fused
+              ///< kernels choose thread- or warp-level work per chunk from the nonzeros per row. Where auto
+              ///< would take fused_level, or level_block on levels of at least 1,000 entries on average
+              ///< (diagonal included), it takes cluster where cluster's layout fits: for one right-hand
+              ///< side only where every block's share of a level takes one pass of the block, for several
+              ///< in any case. Where cluster does not fit in place of fused_level, passes of several
+              ///< right-hand sides run level_block (the plan then also holds level_block's packed copy).
+              ///< Passes of several right-hand sides run levr, whatever one runs except level_block, on
+              ///< triangles of at most 64 levels (on fused_level's or cluster's part, renumbered in level
+              ///< order, where one right-hand side runs those). SptrsvPlan::algorithm(nrhs) tells which
+              ///< algorithm a solve runs
+  levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017); rows of at
+              ///< most 4 entries several to a warp where no row has more, rows of more than 64 entries split
+              ///< into pieces of 64, a warp each (the last piece to finish solves the row, so the order of
+              ///< the additions varies in the last bits). The launches are recorded as a CUDA graph at the
+              ///< first solve of one right-hand side and at the first of several (that solve pays the
+              ///< recording, about 5-7 us per level on an H100) and replayed
   levc,       ///< "levc": level sets, one launch per level, a warp per column on CSC with atomic updates (Li 2017)
   slfr,       ///< "slfr": self-scheduling, a warp per row in level order, waits on ready flags (Li 2017)
   slfc,       ///< "slfc": self-scheduling, a warp per column in level order, in-degree counters (Li 2017)
@@ -149,8 +151,9 @@ class SptrsvPlan {
   /// ones in reversed numbering), and builds level sets, in-degree counts or row chunks as the algorithm
   /// requires. One device allocation holds everything; the analysis synchronizes `stream` once for an
   /// explicitly chosen algorithm that needs neither level sets nor the other format, up to four times
-  /// otherwise (validation before a kernel that waits or a transposition, auto's level count, the results,
-  /// the level pointers). Throws as described in the file comment.
+  /// otherwise (validation before a kernel that waits or a transposition, but not before auto's level
+  /// analysis of a CSR input; auto's level count; the results; the level pointers). Throws as described in
+  /// the file comment.
   SptrsvPlan(const DeviceTriangle<T>& a, const SptrsvOptions& options = {}, cudaStream_t stream = nullptr);
   ~SptrsvPlan();
   SptrsvPlan(SptrsvPlan&&) noexcept;
@@ -162,8 +165,8 @@ class SptrsvPlan {
   /// columns are solved 8 at a time (one self-scheduled launch, or one sweep of level launches, per 8; the
   /// last pass takes the rest). levr replays the graph it recorded at its first solve of that width (the
   /// first solve records it); where b, x, a leading dimension or the count differ from the last replay's,
-  /// it first rewrites the graph's nodes (one right-hand side: every level's, about 0.7 us each; several:
-  /// the two that copy the right-hand sides in and out); on a stream the caller is capturing it launches
+  /// it first rewrites the graph's nodes (every level's, about 0.7 us each, and the one that copies x out
+  /// after the last level where there is one); on a stream the caller is capturing it launches
   /// the levels into the caller's graph instead. A plan runs one solve at a time: solves on different
   /// streams must be ordered by the caller. Throws InvalidInput for null pointers, nrhs < 1 or a leading
   /// dimension < n; ResourceError for CUDA errors.
