@@ -58,26 +58,33 @@ struct Sentinel<float> {
   __device__ static bool is(float v) { return static_cast<unsigned>(__float_as_int(v)) == bits; }
 };
 
-/// Lanes of a warp split among R right-hand sides (R a power of two <= 32): lane = r * kSlots + slot, so
-/// that the kSlots lanes of right-hand side r take every kSlots-th entry of a row or column and each lane
-/// does the arithmetic of one right-hand side, as in a one-rhs solve, instead of looping over all R. With
-/// R = 1 this is a lane per entry, 32 at a time. The lanes of one r are adjacent: slot_sum reduces them with
-/// log2(kSlots) shuffles (2 for R = 8) instead of a full warp reduction per right-hand side.
-template <int R>
-struct RhsLanes {
-  static_assert(R >= 1 && R <= kWarpSize && (R & (R - 1)) == 0, "R must be a power of two <= 32");
-  static constexpr int kSlots = kWarpSize / R;
-  int r;     ///< the right-hand side of this lane
-  int slot;  ///< its position among the kSlots lanes of r
-  __device__ explicit RhsLanes(int lane) : r(lane / kSlots), slot(lane % kSlots) {}
-  /// Sum over the kSlots lanes of this lane's r (every lane of the warp must call it); every lane gets it.
+/// Lanes of a warp split among kRows rows, R * S lanes a row, S of them a right-hand side (R and S powers of
+/// two): lane = row * R * S + r * S + slot, so that the S lanes of right-hand side r take every S-th entry
+/// of a row or column and each lane does the arithmetic of one right-hand side, as in a one-rhs solve,
+/// instead of looping over all R. The lanes of one (row, r) are adjacent: slot_sum reduces them with
+/// log2(S) shuffles (2 for a warp a row and R = 8) instead of a full warp reduction per right-hand side.
+template <int R, int S>
+struct RowLanes {
+  static_assert(R * S <= kWarpSize && kWarpSize % (R * S) == 0 && (S & (S - 1)) == 0, "lanes must tile a warp");
+  static constexpr int kRows = kWarpSize / (R * S);
+  static constexpr int kSlots = S;
+  int row;   ///< the warp's row of this lane
+  int r;     ///< its right-hand side
+  int slot;  ///< its position among the S lanes of (row, r)
+  __device__ explicit RowLanes(int lane) : row(lane / (R * S)), r(lane % (R * S) / S), slot(lane % S) {}
+  /// Sum over the S lanes of this lane's (row, r), every lane of the warp calling it; every lane gets it.
   template <typename T>
   __device__ static T slot_sum(T v) {
 #pragma unroll
-    for (int offset = kSlots / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
+    for (int offset = S / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
     return v;
   }
 };
+
+/// A warp a row (or column) split among R right-hand sides: 32 / R lanes each (with R = 1, a lane per
+/// entry, 32 at a time).
+template <int R>
+using RhsLanes = RowLanes<R, kWarpSize / R>;
 
 /// Sums s[0..R) over the warp with log2(R) transposing steps (each lane keeps half of its values and sends
 /// the other half to its partner) and then plain butterfly steps: R - 1 + log2(32 / R) shuffles instead of

@@ -61,8 +61,8 @@ struct RhsPass {
 /// one warp walks it.
 constexpr std::int32_t kLevrPiece = 64;
 
-/// LEVR gives rows of at most this many entries a lane per entry and right-hand side (several rows a
-/// warp) where no row of the part has more.
+/// LEVR puts several rows in a warp where no row of the part has more than this many entries (one
+/// right-hand side: a lane per entry, 8 rows a warp; eight: a lane per right-hand side, 4 rows a warp).
 constexpr int kLevrShortRow = 4;
 
 /// One warp's work in a level of LEVR when rows are split (device, 16 bytes): entries first to

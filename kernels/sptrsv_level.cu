@@ -9,10 +9,11 @@
 // graph and replayed (LevrGraph): the host launches a level in 2.2-3.5 us, a graph's replay starts the next
 // in about 1 us (H100, with programmatic dependent launch).
 //
-// Right-hand sides: the lanes are split among the R right-hand sides of the pass (RowLanes and RhsLanes: for
-// R = 8, four lanes per right-hand side, each taking every fourth entry), so a lane does one right-hand side's
-// arithmetic, one load or atomic per entry, and a row's sums are reduced over four lanes (2 shuffles) rather
-// than over the warp for each of the R right-hand sides (40 shuffles and R loads per entry and lane).
+// Right-hand sides: the lanes are split among the R right-hand sides of the pass (RowLanes: with a warp a
+// row and R = 8, four lanes per right-hand side, each taking every fourth entry), so a lane does one
+// right-hand side's arithmetic, one load or atomic per entry, and a row's sums are reduced over four lanes
+// (2 shuffles) rather than over the warp for each of the R right-hand sides (40 shuffles and R loads per
+// entry and lane).
 #include <utility>
 #include <vector>
 
@@ -36,25 +37,6 @@ __device__ inline void wait_for_previous_level() {
 #endif
 }
 
-/// The lanes of a warp in LEVR: kRows rows (or pieces) a warp, R * S lanes a row, S of them a right-hand
-/// side; lane = row * R * S + r * S + slot. A lane takes every S-th entry of its row for right-hand side r.
-template <int R, int S>
-struct RowLanes {
-  static_assert(R * S <= kWarpSize && kWarpSize % (R * S) == 0 && (S & (S - 1)) == 0, "lanes must tile a warp");
-  static constexpr int kRows = kWarpSize / (R * S);
-  int row;   ///< the warp's row of this lane
-  int r;     ///< its right-hand side
-  int slot;  ///< its position among the S lanes of (row, r)
-  __device__ explicit RowLanes(int lane) : row(lane / (R * S)), r(lane % (R * S) / S), slot(lane % S) {}
-  /// Sum over the S lanes of this lane's (row, r), every lane of the warp calling it; every lane gets it.
-  template <typename T>
-  __device__ static T slot_sum(T v) {
-#pragma unroll
-    for (int offset = S / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
-    return v;
-  }
-};
-
 /// One level. One right-hand side: x is read and written where the caller has it. Several (R > 1): the
 /// rows of later levels read y, which holds the R values of each unknown side by side (value r of the
 /// caller's unknown u at u * R + r): the R lanes reading one entry's column read one segment of R values
@@ -66,7 +48,6 @@ struct RowLanes {
 /// 0.63 ms against 0.73, lap2d5 1024^2 1.96 against 2.28; storing x in the levels instead, 1.24 and 3.19.
 /// Long rows, scattered against stored in the levels: lap3d27 128^3 (x of 134 MB) 1.55 against 1.63 ms;
 /// c-62 (2.7 MB) 0.021 against 0.020, NotreDame_www (21 MB) 0.428 against 0.406.
-///
 template <typename T, int R, int S, int P, bool kScatter>
 __global__ void levr_kernel(LowerPart<T> L, LevrItems<T> items, std::int32_t begin, std::int32_t end,
                             RhsPass<T> rhs, T* y) {
@@ -179,7 +160,6 @@ __global__ void scatter_x_kernel(index_t n, const T* y, RhsPass<T> rhs) {
   const int r = int(t % R);
   if (r < rhs.nr) rhs.x[u + std::int64_t(r) * rhs.ldx] = y[t];
 }
-
 
 template <typename T, int R>
 __global__ void levc_kernel(LowerPart<T> L, const std::int32_t* jlev, std::int32_t begin, std::int32_t end,
