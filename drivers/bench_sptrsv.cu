@@ -8,11 +8,12 @@
 // Each matrix gives L = strictly lower part of its pattern plus a stored unit diagonal, CSR, non-unit
 // solve type (the diagonal is read, as cuSPARSE reads it); off-diagonal values are random in [-1, 1] scaled
 // by 0.9 / max(entries in the row, entries in the column), so L is diagonally dominant. Solve times are
-// medians of CUDA-event timings after warm-up; analysis times are host wall clock around the whole
-// analysis including its allocations and the final synchronization, for cuSPARSE (bufferSize + buffer
-// allocation + analysis) and for spade (plan construction) alike; the first solve after the analysis is
-// timed the same way, once (levr records its CUDA graph in it). The floor is the bytes of L (values,
-// indices, row pointers) and of b and x once, over the measured device-to-device copy bandwidth.
+// medians of CUDA-event timings after warm-up; analysis times are medians of 7 host wall clock timings
+// around the whole analysis including its allocations and the final synchronization, for cuSPARSE
+// (bufferSize + buffer allocation + analysis) and for spade (plan construction) alike; the first solve
+// after the analysis is timed the same way, once (levr records its CUDA graph in it). The floor is the
+// bytes of L (values, indices, row pointers) and of b and x once, over the measured device-to-device copy
+// bandwidth.
 // A "-" in cluster's columns: its layout does not fit that matrix (the plan ran fused_level instead).
 #include <cusparse.h>
 
@@ -139,8 +140,10 @@ double time_solve(const std::function<void()>& run) {
   return median(times);
 }
 
-/// Median host wall-clock time (ms) of `run` (which must synchronize), over `reps` runs.
-double time_host(const std::function<void()>& run, int reps = 3) {
+/// Median host wall-clock time (ms) of `run` (which must synchronize), over `reps` runs. Analyses of the
+/// small matrices take 0.1-0.3 ms, of which one cudaMalloc is 45-120 us: a median of 7 rather than 3 keeps
+/// one slow allocation from setting the figure.
+double time_host(const std::function<void()>& run, int reps = 7) {
   std::vector<double> times;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -397,7 +400,7 @@ void print_tables(const std::vector<Row>& rows) {
               ratio(std::exp(log_best / count)).c_str(), ratio(std::exp(log_auto / count)).c_str(), slower_best,
               slower_auto, rows.size());
 
-  std::printf("\n### Analysis time (ms, host wall clock, median of 3)\n\nThe first-solve columns: the first solve "
+  std::printf("\n### Analysis time (ms, host wall clock, median of 7)\n\nThe first-solve columns: the first solve "
               "after the analysis (one right-hand side, host wall clock, once), where levr records its graph. The "
               "last: levr's solve (CUDA events, median) with x alternating between two buffers, where it rewrites "
               "its graph's nodes before each replay.\n\n"
