@@ -469,12 +469,16 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     perm = jlev;
   }
   bool levels_copied = false;  // level_ptr_host holds the level pointers
+  // Each level's first row (or first piece) into `host`, enqueued on the stream; read after a synchronization.
+  auto copy_levels = [&](std::vector<std::int32_t>& host, const std::int32_t* device, int levels) {
+    host.resize(std::size_t(levels) + 1);
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, sizeof(std::int32_t) * host.size(), cudaMemcpyDeviceToHost,
+                                     stream));
+  };
   if (automatic && algorithm == SptrsvAlgorithm::cluster && multi_algorithm != SptrsvAlgorithm::cluster) {
     // auto's cluster for one right-hand side only, and only where every share takes one pass of a block:
     // the widest level decides before the layout is built (lap3d7 128^3: 12,000 rows, shares of 750).
-    level_ptr_host.resize(std::size_t(nlev) + 1);
-    SPADE_CUDA_CHECK(cudaMemcpyAsync(level_ptr_host.data(), level_ptr, sizeof(std::int32_t) * level_ptr_host.size(),
-                                     cudaMemcpyDeviceToHost, stream));
+    copy_levels(level_ptr_host, level_ptr, nlev);
     SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
     levels_copied = true;
     int widest = 0;
@@ -498,7 +502,10 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     }
   }
   if (algorithm == SptrsvAlgorithm::levr || multi_algorithm == SptrsvAlgorithm::levr) {
-    if (c.max_count > ks::kLevrPiece) build_levr_pieces(temp, temp_bytes, stream);
+    if (c.max_count > ks::kLevrPiece)
+      build_levr_pieces(temp, temp_bytes, stream);
+    else
+      levr_items.jlev = perm != nullptr ? nullptr : jlev;  // the rows themselves, in the part's order
     levr_items.longest = std::min(c.max_count, ks::kLevrPiece);
   }
   if (flagged) {
@@ -532,16 +539,9 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   // The level pointers come back with the control words where the level count is known already.
   if (level_sets && nlev >= 0 && !levels_copied) {
     levels_copied = true;
-    level_ptr_host.resize(std::size_t(nlev) + 1);
-    SPADE_CUDA_CHECK(cudaMemcpyAsync(level_ptr_host.data(), level_ptr, sizeof(std::int32_t) * level_ptr_host.size(),
-                                     cudaMemcpyDeviceToHost, stream));
+    copy_levels(level_ptr_host, level_ptr, nlev);
   }
-  if (level_piece_ptr != nullptr && nlev >= 0) {
-    level_piece_ptr_host.resize(std::size_t(nlev) + 1);
-    SPADE_CUDA_CHECK(cudaMemcpyAsync(level_piece_ptr_host.data(), level_piece_ptr,
-                                     sizeof(std::int32_t) * level_piece_ptr_host.size(), cudaMemcpyDeviceToHost,
-                                     stream));
-  }
+  if (level_piece_ptr != nullptr && nlev >= 0) copy_levels(level_piece_ptr_host, level_piece_ptr, nlev);
   c = read_control(stream);
   check_input(c);
   if (c.status.code != kernels::kStatusOk)
@@ -558,23 +558,15 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     stats.levels = c.max_level;
     stats.rows_per_level = c.max_level > 0 ? double(n) / c.max_level : 0;
   }
-  if (level_sets) {
-    if (!levels_copied) {
-      level_ptr_host.resize(std::size_t(stats.levels) + 1);
-      SPADE_CUDA_CHECK(cudaMemcpyAsync(level_ptr_host.data(), level_ptr,
-                                       sizeof(std::int32_t) * level_ptr_host.size(), cudaMemcpyDeviceToHost, stream));
-      SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
-    }
+  // Where the level count was not known before the control words came back: the level pointers now.
+  const bool late_levels = level_sets && !levels_copied;
+  const bool late_pieces = level_piece_ptr != nullptr && level_piece_ptr_host.empty();
+  if (late_levels) copy_levels(level_ptr_host, level_ptr, stats.levels);
+  if (late_pieces) copy_levels(level_piece_ptr_host, level_piece_ptr, stats.levels);
+  if (late_levels || late_pieces) SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (level_sets)
     for (int l = 0; l < stats.levels; ++l)
       stats.max_rows_per_level = std::max(stats.max_rows_per_level, level_ptr_host[l + 1] - level_ptr_host[l]);
-  }
-  if (level_piece_ptr != nullptr && level_piece_ptr_host.empty()) {
-    level_piece_ptr_host.resize(std::size_t(stats.levels) + 1);
-    SPADE_CUDA_CHECK(cudaMemcpyAsync(level_piece_ptr_host.data(), level_piece_ptr,
-                                     sizeof(std::int32_t) * level_piece_ptr_host.size(), cudaMemcpyDeviceToHost,
-                                     stream));
-    SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
-  }
   if (algorithm == SptrsvAlgorithm::level_block || multi_algorithm == SptrsvAlgorithm::level_block)
     build_level_pack(work, temp, temp_bytes, stream);
 }
@@ -773,14 +765,11 @@ void SptrsvPlan<T>::solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, 
     const ks::RhsPass<T> rhs{b + std::int64_t(first) * ldb, ldb, x + std::int64_t(first) * ldx, ldx, nr};
     const int nlev = p.stats.levels;
     switch (w == 1 ? p.multi_algorithm : p.algorithm) {
-      case SptrsvAlgorithm::levr: {
-        const bool pieces = p.levr_items.piece != nullptr;
-        ks::LevrItems<T> items = p.levr_items;
-        if (!pieces) items.jlev = p.perm != nullptr ? nullptr : p.jlev;
-        p.levr_graph[w].solve(L, items, (pieces ? p.level_piece_ptr_host : p.level_ptr_host).data(), nlev, rhs,
-                              p.y[1][0], stream);
+      case SptrsvAlgorithm::levr:
+        p.levr_graph[w].solve(L, p.levr_items,
+                              (p.levr_items.piece != nullptr ? p.level_piece_ptr_host : p.level_ptr_host).data(),
+                              nlev, rhs, p.y[1][0], stream);
         break;
-      }
       case SptrsvAlgorithm::levc: ks::solve_levc(L, p.jlev, p.level_ptr_host.data(), nlev, rhs, stream); break;
       case SptrsvAlgorithm::slfr:
       case SptrsvAlgorithm::slfc:
