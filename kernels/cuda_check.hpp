@@ -28,24 +28,19 @@ inline bool cuda_device_available() {
   return count > 0;
 }
 
-/// The compute capability's major number of the current device (9 for Hopper); throws ResourceError when
-/// the query fails.
-inline int cuda_device_major() {
-  int device = 0, major = 0;
+/// An attribute of the current device (cudaDeviceGetAttribute); throws ResourceError when the query fails.
+inline int cuda_device_attribute(cudaDeviceAttr attribute) {
+  int device = 0, value = 0;
   cuda_check(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__);
-  cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute",
-             __FILE__, __LINE__);
-  return major;
+  cuda_check(cudaDeviceGetAttribute(&value, attribute, device), "cudaDeviceGetAttribute", __FILE__, __LINE__);
+  return value;
 }
 
-/// The L2 cache of the current device, in bytes; throws ResourceError when the query fails.
-inline long long cuda_device_l2_bytes() {
-  int device = 0, bytes = 0;
-  cuda_check(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__);
-  cuda_check(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device), "cudaDeviceGetAttribute", __FILE__,
-             __LINE__);
-  return bytes;
-}
+/// The compute capability's major number of the current device (9 for Hopper).
+inline int cuda_device_major() { return cuda_device_attribute(cudaDevAttrComputeCapabilityMajor); }
+
+/// The L2 cache of the current device, in bytes.
+inline long long cuda_device_l2_bytes() { return cuda_device_attribute(cudaDevAttrL2CacheSize); }
 
 }  // namespace spade
 

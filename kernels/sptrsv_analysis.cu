@@ -305,7 +305,9 @@ __global__ void __launch_bounds__(kBlockThreads)
     int lev = 0;
     if (lane == 0) {
       wait_at_least(&removed[j], indeg[j], s.status, j);
+      // Final now: every predecessor has raised it. Stored as level + 1, as levels_csr stores it.
       lev = device_atomic_int(level[j]).load(cuda::memory_order_relaxed);
+      device_atomic_int(level[j]).store(lev + 1, cuda::memory_order_relaxed);
       atomicMax(max_level, lev + 1);
     }
     lev = __shfl_sync(kFullMask, lev, 0);
@@ -318,9 +320,12 @@ __global__ void __launch_bounds__(kBlockThreads)
   block_finished(s.tickets, gridDim.x);
 }
 
-__global__ void minus_one_kernel(index_t n, int* level) {
+/// level_sets' sort input: the stored levels (level + 1) become the levels, and order_in the identity.
+__global__ void level_keys_kernel(index_t n, int* level, std::int32_t* order_in) {
   const index_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) level[i] -= 1;
+  if (i >= n) return;
+  level[i] -= 1;
+  order_in[i] = i;
 }
 
 __global__ void level_ptr_kernel(index_t n, const int* nlev, const int* sorted_level, std::int32_t* level_ptr) {
@@ -487,8 +492,8 @@ int key_bits(long long value) {
 
 std::size_t scan_temp_bytes(index_t n) {
   std::size_t bytes = 0;
-  cuda_check(cub::DeviceScan::InclusiveSum(nullptr, bytes, static_cast<const std::int32_t*>(nullptr),
-                                           static_cast<std::int32_t*>(nullptr), std::max(n, 1)),
+  cuda_check(cub::DeviceScan::ExclusiveSum(nullptr, bytes, static_cast<const std::int32_t*>(nullptr),
+                                           static_cast<std::int32_t*>(nullptr), n + 1),
              "cub scan size", __FILE__, __LINE__);
   return bytes;
 }
@@ -504,10 +509,8 @@ std::size_t sort_temp_bytes(std::int32_t count, int end_bit) {
 
 void exclusive_scan(index_t n, const std::int32_t* in, std::int32_t* out, void* temp, std::size_t temp_bytes,
                     cudaStream_t stream) {
-  // out[0] = 0 and the inclusive sum of in[0..n) into out[1..n].
-  cuda_check(cudaMemsetAsync(out, 0, sizeof(std::int32_t), stream), "cudaMemsetAsync", __FILE__, __LINE__);
-  if (n == 0) return;
-  cuda_check(cub::DeviceScan::InclusiveSum(temp, temp_bytes, in, out + 1, n, stream), "cub scan", __FILE__, __LINE__);
+  // n + 1 items: out[0] = 0 comes from the scan itself (no memset before it); in[n] is read, never summed.
+  cuda_check(cub::DeviceScan::ExclusiveSum(temp, temp_bytes, in, out, n + 1, stream), "cub scan", __FILE__, __LINE__);
 }
 
 template <typename T>
@@ -540,8 +543,6 @@ void levels_csr(index_t n, const std::int32_t* ptr, const index_t* ind, int* lev
   const int blocks = blocks_for((n + kWarpSize - 1) / kWarpSize, kBlockWarps);
   levels_csr_kernel<<<blocks, kBlockThreads, 0, stream>>>(n, ptr, ind, level, max_level, bad, s);
   check_launch("levels_csr_kernel");
-  minus_one_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, level);
-  check_launch("minus_one_kernel");
 }
 
 void levels_csc(index_t n, const std::int32_t* ptr, const index_t* ind, const std::int32_t* indeg, int* level,
@@ -552,12 +553,11 @@ void levels_csc(index_t n, const std::int32_t* ptr, const index_t* ind, const st
   check_launch("levels_csc_kernel");
 }
 
-void level_sets(index_t n, const int* nlev, int levels, const int* level, std::int32_t* jlev,
-                std::int32_t* level_ptr, std::int32_t* order_in, int* keys_out, void* temp, std::size_t temp_bytes,
-                cudaStream_t stream) {
+void level_sets(index_t n, const int* nlev, int levels, int* level, std::int32_t* jlev, std::int32_t* level_ptr,
+                std::int32_t* order_in, int* keys_out, void* temp, std::size_t temp_bytes, cudaStream_t stream) {
   if (n == 0) return;
-  iota_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, order_in);
-  check_launch("iota_kernel");
+  level_keys_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, level, order_in);
+  check_launch("level_keys_kernel");
   std::size_t bytes = temp_bytes;
   const int bits = levels > 0 ? key_bits(levels - 1) : key_bits(n);
   cuda_check(cub::DeviceRadixSort::SortPairs(temp, bytes, level, keys_out, order_in, jlev, n, 0, bits, stream),

@@ -145,7 +145,8 @@ std::size_t sort_temp_bytes(std::int32_t count, int end_bit);
 /// Number of bits of the keys 0 .. value.
 int key_bits(long long value);
 
-/// Exclusive prefix sum of in[0..n) into out[0..n] (out[n] = total).
+/// Exclusive prefix sum of in[0..n) into out[0..n] (out[n] = total), in one scan of n + 1 items: in must
+/// hold n + 1 readable entries (the last is read, never summed).
 void exclusive_scan(index_t n, const std::int32_t* in, std::int32_t* out, void* temp, std::size_t temp_bytes,
                     cudaStream_t stream);
 
@@ -172,7 +173,8 @@ void transpose_lower(index_t n, std::int32_t nnz, const std::int32_t* ptr, const
 /// a thread per row pulls the levels of its columns, in 32-row chunks as in the fused solve; CSC: a thread
 /// per column waits until its in-degree counter shows every incoming edge removed, then removes its
 /// outgoing edges (atomicMax of the level, release add of the counter). level and work (n ints, CSC only)
-/// zeroed by the caller; indeg: CSC in-degrees. *max_level := max level + 1 (the number of levels).
+/// zeroed by the caller; indeg: CSC in-degrees. Both leave level[i] = level + 1 (level_sets subtracts the
+/// 1 in the pass that starts its sort); *max_level := max level + 1 (the number of levels).
 /// levels_csr's bad (device, may be null): inspect_triangle's word; where it shows bad input the kernel
 /// computes nothing, so that it may run before the host has checked the input.
 void levels_csr(index_t n, const std::int32_t* ptr, const index_t* ind, int* level, int* max_level,
@@ -182,12 +184,12 @@ void levels_csc(index_t n, const std::int32_t* ptr, const index_t* ind, const st
 
 /// Level sets: jlev = unknowns sorted by level (stable: index order inside a level), level_ptr[l] = first
 /// position of level l, level_ptr[*nlev] = n (nlev: device, the count levels_csr / levels_csc wrote).
+/// level: as levels_csr / levels_csc left it (level + 1); holds the levels (0-based) afterwards.
 /// levels: that count where the host knows it (the sort then reads key_bits(levels - 1) bits of a level,
 /// one radix pass for up to 256 levels), else -1 (key_bits(n) bits). order_in and keys_out: n ints of
 /// work; temp: sort_temp_bytes(n, key_bits(n)) bytes.
-void level_sets(index_t n, const int* nlev, int levels, const int* level, std::int32_t* jlev,
-                std::int32_t* level_ptr, std::int32_t* order_in, int* keys_out, void* temp, std::size_t temp_bytes,
-                cudaStream_t stream);
+void level_sets(index_t n, const int* nlev, int levels, int* level, std::int32_t* jlev, std::int32_t* level_ptr,
+                std::int32_t* order_in, int* keys_out, void* temp, std::size_t temp_bytes, cudaStream_t stream);
 
 /// fused_level: the strictly lower CSR part renumbered in level order, P L P^T with row r of the result =
 /// row jlev[r] of L (level_sets' order, so the result is lower triangular again). perm_count: inv[jlev[r]] = r,

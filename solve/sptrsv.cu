@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,7 +47,11 @@ SptrsvAlgorithm sptrsv_algorithm_from_string(const std::string& name) {
 
 namespace {
 
-/// One cudaMalloc holding several arrays, laid out first (add) and carved after (at).
+/// One allocation holding several arrays, laid out first (add) and carved after (at). The analysis takes
+/// its slabs stream-ordered from the current device's memory pool (cudaMallocAsync on its stream, so the
+/// application's pool settings apply): on an H100 that took 2 us for 2-8 MiB, where cudaMalloc took 45-120
+/// us, most of a small matrix's analysis. Without pools (cudaDevAttrMemoryPoolsSupported = 0), and for the
+/// solve's scratch (a stream being captured would record a graph allocation), cudaMalloc.
 class Slab {
  public:
   template <typename U>
@@ -55,25 +60,40 @@ class Slab {
     bytes_ = offset + std::max<std::size_t>(count, 1) * sizeof(U);
     return offset;
   }
+  /// Stream-ordered on `stream`, usable by other streams once the caller has synchronized it.
+  void allocate(cudaStream_t stream) {
+    pooled_ = cuda_device_attribute(cudaDevAttrMemoryPoolsSupported) != 0;
+    if (pooled_)
+      SPADE_CUDA_CHECK(cudaMallocAsync(&base_, bytes_ == 0 ? 1 : bytes_, stream));
+    else
+      allocate();
+  }
   void allocate() { SPADE_CUDA_CHECK(cudaMalloc(&base_, bytes_ == 0 ? 1 : bytes_)); }
   template <typename U>
   U* at(std::size_t offset) const {
     return reinterpret_cast<U*>(static_cast<char*>(base_) + offset);
   }
   Slab() = default;
-  Slab(Slab&& o) noexcept : base_(std::exchange(o.base_, nullptr)), bytes_(o.bytes_) {}
+  Slab(Slab&& o) noexcept
+      : base_(std::exchange(o.base_, nullptr)), bytes_(o.bytes_), pooled_(std::exchange(o.pooled_, false)) {}
   Slab& operator=(Slab&& o) noexcept {
     std::swap(base_, o.base_);
     std::swap(bytes_, o.bytes_);
+    std::swap(pooled_, o.pooled_);
     return *this;
   }
   ~Slab() {
-    if (base_ != nullptr) cudaFree(base_);
+    if (base_ == nullptr) return;
+    // cudaFree waits for the device before it frees cudaMalloc's memory, not a pool's: wait here alike,
+    // so that no solve still in flight on any stream reads freed memory.
+    if (pooled_) cudaDeviceSynchronize();
+    cudaFree(base_);
   }
 
  private:
   void* base_ = nullptr;
   std::size_t bytes_ = 0;
+  bool pooled_ = false;
 };
 
 /// Device-side words the analysis and the solves report through, read back in one copy.
@@ -227,10 +247,22 @@ struct SptrsvPlan<T>::Impl {
   ks::LowerPart<T> lower() const { return {stats.n, ptr, ind, val, diag, reversed, perm}; }
   ks::Schedule schedule() const { return {control->tickets, &control->status}; }
 
-  Control read_control(cudaStream_t stream) const {
+  /// Synchronizes `stream` and returns the control words; where levels >= 0, also the level pointers into
+  /// level_ptr_host, in the same copy (the analysis lays level_ptr out right behind the control words).
+  Control read_control(cudaStream_t stream, int levels = -1) {
     Control c;
-    SPADE_CUDA_CHECK(cudaMemcpyAsync(&c, control, sizeof(Control), cudaMemcpyDeviceToHost, stream));
+    if (levels < 0) {
+      SPADE_CUDA_CHECK(cudaMemcpyAsync(&c, control, sizeof(Control), cudaMemcpyDeviceToHost, stream));
+      SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+      return c;
+    }
+    const std::size_t offset = std::size_t(reinterpret_cast<char*>(level_ptr) - reinterpret_cast<char*>(control));
+    level_ptr_host.resize(std::size_t(levels) + 1);
+    std::vector<char> bytes(offset + sizeof(std::int32_t) * level_ptr_host.size());
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(bytes.data(), control, bytes.size(), cudaMemcpyDeviceToHost, stream));
     SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::memcpy(&c, bytes.data(), sizeof(Control));
+    std::memcpy(level_ptr_host.data(), bytes.data() + offset, sizeof(std::int32_t) * level_ptr_host.size());
     return c;
   }
 
@@ -254,6 +286,9 @@ template <typename T>
 void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOptions& options, cudaStream_t stream) {
   const index_t n = a.n;
   if (n < 0) throw InvalidInput("sparse triangular solve: n = " + std::to_string(n) + " is negative");
+  if (n == INT_MAX)  // the scans run over n + 1 items
+    throw ResourceError("sparse triangular solve: n = " + std::to_string(n) + " leaves no room for n + 1 in 32-bit "
+                        "indices");
   if (a.nnz < 0) throw InvalidInput("sparse triangular solve: nnz = " + std::to_string(a.nnz) + " is negative");
   if (a.ptr == nullptr) throw InvalidInput("sparse triangular solve: ptr is null");
   if (a.nnz > 0 && (a.ind == nullptr || a.values == nullptr))
@@ -290,12 +325,14 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   if (leveled) temp_bytes = std::max(temp_bytes, ks::sort_temp_bytes(n, ks::key_bits(n)));
 
   Slab layout;
-  const auto o_control = layout.add<Control>(1), o_temp = layout.add<char>(temp_bytes);
+  // The level pointers right behind the control words: read_control brings both back in one copy.
+  const auto o_control = layout.add<Control>(1), o_level_ptr = layout.add<std::int32_t>(leveled ? n1 : 0);
+  const auto o_temp = layout.add<char>(temp_bytes);
   const auto o_count = layout.add<std::int32_t>(n1);
   const auto o_diag = layout.add<T>(n), o_diag_src = layout.add<std::int32_t>(n);
   const auto o_ptr = layout.add<std::int32_t>(n1), o_ind = layout.add<index_t>(nnz), o_val = layout.add<T>(nnz),
              o_src = layout.add<std::int32_t>(nnz);
-  const auto o_level = layout.add<int>(leveled ? n : 0), o_work = layout.add<int>(n),
+  const auto o_level = layout.add<int>(leveled ? n : 0), o_work = layout.add<int>(n1),
              o_work2 = layout.add<int>(n);
   const auto o_lev_order = layout.add<std::int32_t>(leveled ? n : 0), o_lev_keys = layout.add<int>(leveled ? n : 0);
   const std::size_t tn = transposed ? nnz : 0;
@@ -304,8 +341,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
              o_tval = layout.add<T>(tn), o_tsrc = layout.add<std::int32_t>(tn), o_outer = layout.add<index_t>(tn),
              o_order_in = layout.add<std::int32_t>(tn), o_order_out = layout.add<std::int32_t>(tn),
              o_keys_out = layout.add<index_t>(tn);
-  const auto o_jlev = layout.add<std::int32_t>(leveled ? n : 0),
-             o_level_ptr = layout.add<std::int32_t>(leveled ? n1 : 0);
+  const auto o_jlev = layout.add<std::int32_t>(leveled ? n : 0);
   const auto o_flag = layout.add<int>(flagged ? n : 0), o_gdeg = layout.add<std::int32_t>(columns ? n : 0),
              o_ldeg = layout.add<std::int32_t>(algorithm == SptrsvAlgorithm::syncfree ? n : 0),
              o_left = layout.add<T>(columns ? n : 0);
@@ -315,7 +351,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
              o_y0 = layout.add<T>(chunked || algorithm == SptrsvAlgorithm::level_block ? n : 0),
              o_y1 = layout.add<T>(chunked ? n : 0);
   common = std::move(layout);
-  common.allocate();
+  common.allocate(stream);
   control = common.at<Control>(o_control);
   void* temp = common.at<char>(o_temp);
   std::int32_t* count = common.at<std::int32_t>(o_count);
@@ -448,7 +484,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
                o_pdiag_src = copy.add<std::int32_t>(n), o_pind = copy.add<index_t>(pnnz),
                o_pval = copy.add<T>(pnnz), o_psrc = copy.add<std::int32_t>(pnnz);
     level_order = std::move(copy);
-    level_order.allocate();
+    level_order.allocate(stream);
     std::int32_t* pptr = level_order.at<std::int32_t>(o_pptr);
     std::int32_t* pcount = work;
     std::int32_t* inv = work2;
@@ -469,17 +505,17 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     perm = jlev;
   }
   bool levels_copied = false;  // level_ptr_host holds the level pointers
-  // Each level's first row (or first piece) into `host`, enqueued on the stream; read after a synchronization.
-  auto copy_levels = [&](std::vector<std::int32_t>& host, const std::int32_t* device, int levels) {
-    host.resize(std::size_t(levels) + 1);
-    SPADE_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, sizeof(std::int32_t) * host.size(), cudaMemcpyDeviceToHost,
+  // Each level's first piece into level_piece_ptr_host, enqueued on the stream; read after a synchronization.
+  auto copy_piece_levels = [&](int levels) {
+    level_piece_ptr_host.resize(std::size_t(levels) + 1);
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(level_piece_ptr_host.data(), level_piece_ptr,
+                                     sizeof(std::int32_t) * level_piece_ptr_host.size(), cudaMemcpyDeviceToHost,
                                      stream));
   };
   if (automatic && algorithm == SptrsvAlgorithm::cluster && multi_algorithm != SptrsvAlgorithm::cluster) {
     // auto's cluster for one right-hand side only, and only where every share takes one pass of a block:
     // the widest level decides before the layout is built (lap3d7 128^3: 12,000 rows, shares of 750).
-    copy_levels(level_ptr_host, level_ptr, nlev);
-    SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    read_control(stream, nlev);
     levels_copied = true;
     int widest = 0;
     for (int l = 0; l < nlev; ++l) widest = std::max(widest, level_ptr_host[l + 1] - level_ptr_host[l]);
@@ -537,12 +573,10 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   }
   if (algorithm == SptrsvAlgorithm::level_block) y[0][0] = common.at<T>(o_y0);
   // The level pointers come back with the control words where the level count is known already.
-  if (level_sets && nlev >= 0 && !levels_copied) {
-    levels_copied = true;
-    copy_levels(level_ptr_host, level_ptr, nlev);
-  }
-  if (level_piece_ptr != nullptr && nlev >= 0) copy_levels(level_piece_ptr_host, level_piece_ptr, nlev);
-  c = read_control(stream);
+  if (level_piece_ptr != nullptr && nlev >= 0) copy_piece_levels(nlev);
+  const bool early_levels = level_sets && nlev >= 0 && !levels_copied;
+  c = read_control(stream, early_levels ? nlev : -1);
+  levels_copied = levels_copied || early_levels;
   check_input(c);
   if (c.status.code != kernels::kStatusOk)
     throw NumericalError(NumericalError::Kind::no_progress, c.status.index,
@@ -561,9 +595,11 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   // Where the level count was not known before the control words came back: the level pointers now.
   const bool late_levels = level_sets && !levels_copied;
   const bool late_pieces = level_piece_ptr != nullptr && level_piece_ptr_host.empty();
-  if (late_levels) copy_levels(level_ptr_host, level_ptr, stats.levels);
-  if (late_pieces) copy_levels(level_piece_ptr_host, level_piece_ptr, stats.levels);
-  if (late_levels || late_pieces) SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (late_pieces) copy_piece_levels(stats.levels);
+  if (late_levels)
+    read_control(stream, stats.levels);
+  else if (late_pieces)
+    SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
   if (level_sets)
     for (int l = 0; l < stats.levels; ++l)
       stats.max_rows_per_level = std::max(stats.max_rows_per_level, level_ptr_host[l + 1] - level_ptr_host[l]);
@@ -580,7 +616,7 @@ void SptrsvPlan<T>::Impl::build_level_pack(std::int32_t* work, void* temp, std::
   Slab index;
   const auto o_desc = index.add<ks::LevelDesc>(nlev), o_offsets = index.add<std::int32_t>(std::size_t(nlev) + 1);
   pack_index = std::move(index);
-  pack_index.allocate();
+  pack_index.allocate(stream);
   pack_desc = pack_index.at<ks::LevelDesc>(o_desc);
   pack_offsets = pack_index.at<std::int32_t>(o_offsets);
   ks::level_pack_sizes<T>(nlev, level_ptr, ptr, pack_desc, work, &control->max_level_chunks, stream);
@@ -594,7 +630,7 @@ void SptrsvPlan<T>::Impl::build_level_pack(std::int32_t* work, void* temp, std::
   Slab data;
   const auto o_data = data.add<unsigned char>(std::size_t(chunks) * 16);
   pack_data = std::move(data);
-  pack_data.allocate();
+  pack_data.allocate(stream);
   pack_bytes = pack_data.at<unsigned char>(o_data);
   // The padding is copied into shared memory with the data, never read: zero it once.
   SPADE_CUDA_CHECK(cudaMemsetAsync(pack_bytes, 0, std::size_t(chunks) * 16, stream));
@@ -614,7 +650,7 @@ void SptrsvPlan<T>::Impl::build_levr_pieces(void* temp, std::size_t temp_bytes, 
              o_level = layout.add<std::int32_t>(n1), o_piece = layout.add<ks::LevrPiece>(std::size_t(n) + slots),
              o_partial = layout.add<T>(slots * ks::kRhsPerPass), o_arrived = layout.add<int>(slots);
   levr_data = std::move(layout);
-  levr_data.allocate();
+  levr_data.allocate(stream);
   T* partial = levr_data.at<T>(o_partial);
   int* arrived = levr_data.at<int>(o_arrived);
   SPADE_CUDA_CHECK(cudaMemsetAsync(partial, 0, sizeof(T) * slots * ks::kRhsPerPass, stream));
@@ -632,7 +668,7 @@ bool SptrsvPlan<T>::Impl::build_cluster(int nlev, double entries_per_row, int* r
                                         std::int32_t* cursor, cudaStream_t stream) {
   // The shares of every level in every block and their entries, the most levels a row reads back, the
   // ring that distance + 1 levels need; then, where the layout fits, the push codes (a histogram of the
-  // columns, its scan, a scatter). counts and cursor: n ints each.
+  // columns, its scan, a scatter). counts: n + 1 ints, cursor: n.
   const index_t n = stats.n;
   if (cuda_device_major() < 9 || n == 0 || nlev == 0) return false;
   const std::size_t shares = std::size_t(nlev) * ks::kClusterBlocks;
@@ -640,12 +676,12 @@ bool SptrsvPlan<T>::Impl::build_cluster(int nlev, double entries_per_row, int* r
   Slab layout;
   const std::size_t temp_bytes = std::max(ks::scan_temp_bytes(index_t(shares)), ks::scan_temp_bytes(n));
   const auto o_temp = layout.add<char>(temp_bytes), o_rows = layout.add<int2>(shares),
-             o_count = layout.add<std::int32_t>(shares),
+             o_count = layout.add<std::int32_t>(shares + 1),
              o_segment = layout.add<std::int32_t>(shares + 1), o_row_slot = layout.add<std::int32_t>(n),
              o_push_ptr = layout.add<std::int32_t>(std::size_t(n) + 1),
              o_push = layout.add<std::uint32_t>(std::size_t(m));
   cluster_data = std::move(layout);
-  cluster_data.allocate();
+  cluster_data.allocate(stream);
   void* temp = cluster_data.at<char>(o_temp);
   std::int32_t* share_count = cluster_data.at<std::int32_t>(o_count);
   std::int32_t* segment = cluster_data.at<std::int32_t>(o_segment);

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -1019,6 +1020,9 @@ TEST(SptrsvErrors, BadArguments) {
   bad = m.view;
   bad.nnz -= 1;  // ptr[n] no longer matches
   EXPECT_THROW(SptrsvPlan<double>{bad}, InvalidInput);
+  bad = m.view;
+  bad.n = INT_MAX;  // n + 1 row pointers do not fit 32-bit indices: refused before anything is read
+  EXPECT_THROW(SptrsvPlan<double>{bad}, ResourceError);
   SptrsvPlan<double> plan(m.view);
   DeviceVector<double> b(36), x(36);
   EXPECT_THROW(plan.solve(b.get(), 36, x.get(), 36, 0), InvalidInput);

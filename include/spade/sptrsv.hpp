@@ -149,11 +149,15 @@ class SptrsvPlan {
  public:
   /// Validates `a`, copies it into the layout the algorithm needs (upper triangles are solved as lower
   /// ones in reversed numbering), and builds level sets, in-degree counts or row chunks as the algorithm
-  /// requires. One device allocation holds everything; the analysis synchronizes `stream` once for an
-  /// explicitly chosen algorithm that needs neither level sets nor the other format, up to four times
-  /// otherwise (validation before a kernel that waits or a transposition, but not before auto's level
-  /// analysis of a CSR input; auto's level count; the results; the level pointers). Throws as described in
-  /// the file comment.
+  /// requires. One device allocation holds everything (a few more for the level-ordered copy, the packed
+  /// levels, cluster's layout and levr's pieces), taken stream-ordered on `stream` from the current
+  /// device's memory pool (cudaMallocAsync: the application's pool settings, such as a release threshold,
+  /// apply), or by cudaMalloc on a device without memory pools; the destructor waits for the device before
+  /// it frees them, as cudaFree does. The analysis synchronizes `stream` once for an explicitly chosen
+  /// algorithm that needs neither level sets nor the other format, up to four times otherwise (validation
+  /// before a kernel that waits or a transposition, but not before auto's level analysis of a CSR input;
+  /// auto's level count; the results with the level pointers; the level pointers where their count was not
+  /// known before). Throws as described in the file comment.
   SptrsvPlan(const DeviceTriangle<T>& a, const SptrsvOptions& options = {}, cudaStream_t stream = nullptr);
   ~SptrsvPlan();
   SptrsvPlan(SptrsvPlan&&) noexcept;
