@@ -10,7 +10,8 @@
 // by 0.9 / max(entries in the row, entries in the column), so L is diagonally dominant. Solve times are
 // medians of CUDA-event timings after warm-up; analysis times are medians of 7 host wall clock timings
 // around the whole analysis including its allocations and the final synchronization, for cuSPARSE
-// (bufferSize + buffer allocation + analysis) and for spade (plan construction) alike; the first solve
+// (bufferSize + buffer allocation + analysis; also the same with the buffer allocated before the timing, the
+// analysis call alone) and for spade (plan construction, its allocations included) alike; the first solve
 // after the analysis is timed the same way, once (levr records its CUDA graph in it). The floor is the
 // bytes of L (values, indices, row pointers) and of b and x once, over the measured device-to-device copy
 // bandwidth.
@@ -141,9 +142,10 @@ double time_solve(const std::function<void()>& run) {
 }
 
 /// Median host wall-clock time (ms) of `run` (which must synchronize), over `reps` runs. Analyses of the
-/// small matrices take 0.1-0.3 ms, of which one cudaMalloc is 45-120 us: a median of 7 rather than 3 keeps
-/// one slow allocation from setting the figure.
-double time_host(const std::function<void()>& run, int reps = 7) {
+/// small matrices take 0.1-0.3 ms, of which a cudaMalloc of more than 1 MiB is 45-120 us: a median of 7
+/// rather than 3 keeps one slow allocation from setting the figure.
+constexpr int kAnalysisTimings = 7;
+double time_host(const std::function<void()>& run, int reps = kAnalysisTimings) {
   std::vector<double> times;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -223,7 +225,8 @@ struct Row {
   std::int64_t nnz = 0;
   double floor = 0, floor8 = 0;
   Result cusparse;
-  std::vector<Result> ours;  // timed_algorithms order
+  double cusparse_call = NAN;  // cuSPARSE's analysis with its buffer allocated beforehand
+  std::vector<Result> ours;    // timed_algorithms order
   Result automatic;
 };
 
@@ -281,7 +284,27 @@ Row run_matrix(const std::string& name, const HostCsr& L, double bandwidth, cusp
     SPADE_CUDA_CHECK(cudaDeviceSynchronize());
   };
   row.cusparse.analysis = time_host(sv_analysis);
-  cusparseSpSVDescr_t sv = sv_descrs.back();
+  // The analysis call alone: the same, with the buffers allocated before the timing.
+  std::size_t sv_bytes = 0;
+  CUSPARSE_CHECK(cusparseSpSV_bufferSize(handle, op, &alpha, A, vb, vx, CUDA_R_64F, CUSPARSE_SPSV_ALG_DEFAULT,
+                                         sv_descrs.back(), &sv_bytes));
+  std::vector<void*> spare(kAnalysisTimings);
+  for (void*& buffer : spare) {
+    SPADE_CUDA_CHECK(cudaMalloc(&buffer, std::max<std::size_t>(sv_bytes, 1)));
+    sv_buffers.push_back(buffer);
+  }
+  row.cusparse_call = time_host([&] {
+    cusparseSpSVDescr_t d;
+    CUSPARSE_CHECK(cusparseSpSV_createDescr(&d));
+    sv_descrs.push_back(d);
+    std::size_t bytes = 0;
+    CUSPARSE_CHECK(cusparseSpSV_bufferSize(handle, op, &alpha, A, vb, vx, CUDA_R_64F, CUSPARSE_SPSV_ALG_DEFAULT, d, &bytes));
+    CUSPARSE_CHECK(cusparseSpSV_analysis(handle, op, &alpha, A, vb, vx, CUDA_R_64F, CUSPARSE_SPSV_ALG_DEFAULT, d,
+                                         spare.back()));
+    spare.pop_back();
+    SPADE_CUDA_CHECK(cudaDeviceSynchronize());
+  });
+  cusparseSpSVDescr_t sv = sv_descrs[0];
   auto sv_solve = [&] {
     CUSPARSE_CHECK(cusparseSpSV_solve(handle, op, &alpha, A, vb, vx, CUDA_R_64F, CUSPARSE_SPSV_ALG_DEFAULT, sv));
   };
@@ -403,24 +426,33 @@ void print_tables(const std::vector<Row>& rows) {
   std::printf("\n### Analysis time (ms, host wall clock, median of 7)\n\nThe first-solve columns: the first solve "
               "after the analysis (one right-hand side, host wall clock, once), where levr records its graph. The "
               "last: levr's solve (CUDA events, median) with x alternating between two buffers, where it rewrites "
-              "its graph's nodes before each replay.\n\n"
-              "| matrix | cuSPARSE SpSV |");
+              "its graph's nodes before each replay. cuSPARSE SpSV: bufferSize, cudaMalloc of the buffer and "
+              "SpSV_analysis; call alone: the same with the buffer allocated before the timing.\n\n"
+              "| matrix | cuSPARSE SpSV | cuSPARSE call alone |");
   for (SptrsvAlgorithm a : timed_algorithms) std::printf(" %s |", spade::to_string(a));
-  std::printf(" auto | first solve: cuSPARSE | levr | auto | levr solve, x moving |\n|---|---|");
+  std::printf(" auto | first solve: cuSPARSE | levr | auto | levr solve, x moving |\n|---|---|---|");
   for (std::size_t c = 0; c <= timed_algorithms.size() + 4; ++c) std::printf("---|");
   std::printf("\n");
-  int auto_slower = 0;
+  int auto_slower = 0, auto_slower_call = 0, best_slower = 0;
   const auto levr_at = std::find(timed_algorithms.begin(), timed_algorithms.end(), SptrsvAlgorithm::levr);
   for (const Row& r : rows) {
-    std::printf("| %s | %s |", r.name.c_str(), fmt(r.cusparse.analysis).c_str());
+    std::printf("| %s | %s | %s |", r.name.c_str(), fmt(r.cusparse.analysis).c_str(), fmt(r.cusparse_call).c_str());
     for (const Result& o : r.ours) std::printf(" %s |", fmt(o.analysis).c_str());
     const Result levr =
         levr_at == timed_algorithms.end() ? Result{} : r.ours[std::size_t(levr_at - timed_algorithms.begin())];
     std::printf(" %s | %s | %s | %s | %s |\n", fmt(r.automatic.analysis).c_str(), fmt(r.cusparse.first).c_str(),
                 fmt(levr.first).c_str(), fmt(r.automatic.first).c_str(), fmt(levr.moving).c_str());
     auto_slower += r.automatic.analysis > r.cusparse.analysis;
+    auto_slower_call += r.automatic.analysis > r.cusparse_call;
+    // The analysis of the named algorithm that solved one right-hand side fastest.
+    const Result* best = nullptr;
+    for (const Result& o : r.ours)
+      if (o.ok && !std::isnan(o.solve) && (best == nullptr || o.solve < best->solve)) best = &o;
+    best_slower += best != nullptr && best->analysis > r.cusparse.analysis;
   }
-  std::printf("\nauto's analysis slower than cuSPARSE's on %d of %zu matrices.\n", auto_slower, rows.size());
+  std::printf("\nAnalysis slower than cuSPARSE's: auto on %d of %zu matrices (than cuSPARSE's call alone on %d), the "
+              "fastest named algorithm's on %d.\n",
+              auto_slower, rows.size(), auto_slower_call, best_slower);
 
   std::printf("\n### Eight right-hand sides: solve time (ms, median)\n\n| matrix | floor | cuSPARSE SpSM |");
   for (SptrsvAlgorithm a : timed_algorithms) std::printf(" %s |", spade::to_string(a));
@@ -511,9 +543,9 @@ int main(int argc, char** argv) {
       rows.push_back(run_matrix(name, L, bandwidth, cusparse.handle));
       const Row& r = rows.back();
       std::fprintf(stderr, "  n %d, nnz %lld, levels %d, rows/level %.0f, nnz/row %.2f, floor %.4f/%.4f ms; cuSPARSE %.4f ms "
-                   "(analysis %.3f), SpSM %.4f ms; spade:", r.stats.n, (long long)r.nnz, r.stats.levels,
+                   "(analysis %.3f, call alone %.3f), SpSM %.4f ms; spade:", r.stats.n, (long long)r.nnz, r.stats.levels,
                    r.stats.rows_per_level, r.stats.nnz_per_row + 1, r.floor, r.floor8, r.cusparse.solve,
-                   r.cusparse.analysis, r.cusparse.solve8);
+                   r.cusparse.analysis, r.cusparse_call, r.cusparse.solve8);
       for (std::size_t a = 0; a < timed_algorithms.size(); ++a)
         std::fprintf(stderr, " %s %.4f/%.4f (analysis %.3f)%s", spade::to_string(timed_algorithms[a]), r.ours[a].solve,
                      r.ours[a].solve8, r.ours[a].analysis, r.ours[a].ok ? "" : " WRONG");
