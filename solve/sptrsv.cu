@@ -395,10 +395,10 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     throw_if_singular(got.zero_row);
   };
   int nlev = -1;  // the level count, once read back
-  if (levels_needed || transposed) {
-    // The level kernels wait on dependencies: run them on validated input only. The transposition needs m.
-    // auto on CSR input does not wait here: its level kernel does nothing where the input was found bad, and
-    // the input is checked when the level count comes back.
+  if (transposed || (levels_needed && !csr)) {
+    // The transposition needs m; the CSC level kernel waits on in-degree counters: run it on validated
+    // input only. The CSR level kernel does nothing where the input was found bad, so it does not wait
+    // here: the input is checked when the level count comes back.
     c = read_control(stream);
     check_input(c);
     m = c.m;
@@ -428,15 +428,18 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     val = a_val;
     src = a_src;
   }
-  if (automatic) {
-    // The level analysis, then: a handful of levels solved a launch per level (levr), which costs less
-    // than any waiting; level_block for narrow levels; levr for wide levels; else fused or
-    // fused_level by the entries per row, both picking thread- or warp-level work per chunk.
-    ks::levels_csr(n, ptr, ind, level, &control->max_level, &control->bad, schedule(), stream);
+  if (leveled) {
+    if (automatic) ks::levels_csr(n, ptr, ind, level, &control->max_level, &control->bad, schedule(), stream);
+    // The level count, and the input check where it did not come first.
     c = read_control(stream);
     check_input(c);
     m = c.m;
     nlev = c.max_level;
+  }
+  if (automatic) {
+    // After the level analysis: a handful of levels solved a launch per level (levr), which costs less
+    // than any waiting; level_block for narrow levels; levr for wide levels; else fused or
+    // fused_level by the entries per row, both picking thread- or warp-level work per chunk.
     if (nlev <= kAutoMaxLevelLaunches) {
       algorithm = SptrsvAlgorithm::levr;
     } else {
@@ -505,13 +508,6 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     perm = jlev;
   }
   bool levels_copied = false;  // level_ptr_host holds the level pointers
-  // Each level's first piece into level_piece_ptr_host, enqueued on the stream; read after a synchronization.
-  auto copy_piece_levels = [&](int levels) {
-    level_piece_ptr_host.resize(std::size_t(levels) + 1);
-    SPADE_CUDA_CHECK(cudaMemcpyAsync(level_piece_ptr_host.data(), level_piece_ptr,
-                                     sizeof(std::int32_t) * level_piece_ptr_host.size(), cudaMemcpyDeviceToHost,
-                                     stream));
-  };
   if (automatic && algorithm == SptrsvAlgorithm::cluster && multi_algorithm != SptrsvAlgorithm::cluster) {
     // auto's cluster for one right-hand side only, and only where every share takes one pass of a block:
     // the widest level decides before the layout is built (lap3d7 128^3: 12,000 rows, shares of 750).
@@ -527,7 +523,6 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     // The level array is free once the level sets exist; so are the work arrays after the renumbering.
     // Where the layout does not fit, cluster gives way to fused_level (auto: to what it would run without
     // cluster).
-    if (nlev < 0) nlev = read_control(stream).max_level;
     const double entries_per_row = n > 0 ? double(m) / n : 0;  // below the diagonal, as stats.nnz_per_row
     if (!build_cluster(nlev, entries_per_row, level, work, work2, stream)) {
       if (algorithm == SptrsvAlgorithm::cluster) algorithm = without_cluster;
@@ -572,11 +567,14 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     ks::fill_sentinel<T>(n, y[0][1], stream);
   }
   if (algorithm == SptrsvAlgorithm::level_block) y[0][0] = common.at<T>(o_y0);
-  // The level pointers come back with the control words where the level count is known already.
-  if (level_piece_ptr != nullptr && nlev >= 0) copy_piece_levels(nlev);
-  const bool early_levels = level_sets && nlev >= 0 && !levels_copied;
-  c = read_control(stream, early_levels ? nlev : -1);
-  levels_copied = levels_copied || early_levels;
+  // The level pointers come back with the control words (each level's first piece just before).
+  if (level_piece_ptr != nullptr) {
+    level_piece_ptr_host.resize(std::size_t(nlev) + 1);
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(level_piece_ptr_host.data(), level_piece_ptr,
+                                     sizeof(std::int32_t) * level_piece_ptr_host.size(), cudaMemcpyDeviceToHost,
+                                     stream));
+  }
+  c = read_control(stream, level_sets && !levels_copied ? nlev : -1);
   check_input(c);
   if (c.status.code != kernels::kStatusOk)
     throw NumericalError(NumericalError::Kind::no_progress, c.status.index,
@@ -592,14 +590,6 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     stats.levels = c.max_level;
     stats.rows_per_level = c.max_level > 0 ? double(n) / c.max_level : 0;
   }
-  // Where the level count was not known before the control words came back: the level pointers now.
-  const bool late_levels = level_sets && !levels_copied;
-  const bool late_pieces = level_piece_ptr != nullptr && level_piece_ptr_host.empty();
-  if (late_pieces) copy_piece_levels(stats.levels);
-  if (late_levels)
-    read_control(stream, stats.levels);
-  else if (late_pieces)
-    SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
   if (level_sets)
     for (int l = 0; l < stats.levels; ++l)
       stats.max_rows_per_level = std::max(stats.max_rows_per_level, level_ptr_host[l + 1] - level_ptr_host[l]);

@@ -959,16 +959,23 @@ TEST(SptrsvErrors, EntryOutsideTheTriangle) {
   EXPECT_THROW(SptrsvPlan<double>{wrong}, InvalidInput);
 }
 
+// Every algorithm: the CSR level analysis runs before the host has checked the input and must do nothing
+// with a bad one (no hang, no out-of-range read), the error coming with the level count.
 TEST(SptrsvErrors, UnsortedOrOutOfRangeIndices) {
   SPADE_REQUIRE_GPU();
   // 3x3 lower CSR: row 2 lists columns 1, 0 (unsorted), then a copy with column 7.
   DeviceVector<std::int32_t> ptr(std::vector<std::int32_t>{0, 1, 2, 5});
   DeviceVector<index_t> unsorted(std::vector<index_t>{0, 1, 1, 0, 2}), out_of_range(std::vector<index_t>{0, 1, 0, 7, 2});
   DeviceVector<double> val(std::vector<double>{1, 1, 0.1, 0.1, 1});
-  DeviceTriangle<double> a{3, 5, ptr.get(), unsorted.get(), val.get()};
-  EXPECT_THROW(SptrsvPlan<double>{a}, InvalidInput);
-  a.ind = out_of_range.get();
-  EXPECT_THROW(SptrsvPlan<double>{a}, InvalidInput);
+  for (SptrsvAlgorithm algorithm : kAlgorithms) {
+    SCOPED_TRACE(to_string(algorithm));
+    SptrsvOptions options;
+    options.algorithm = algorithm;
+    DeviceTriangle<double> a{3, 5, ptr.get(), unsorted.get(), val.get()};
+    EXPECT_THROW((SptrsvPlan<double>{a, options}), InvalidInput);
+    a.ind = out_of_range.get();
+    EXPECT_THROW((SptrsvPlan<double>{a, options}), InvalidInput);
+  }
 }
 
 // The analysis sweeps rows of more than 32 entries with a whole warp: problems there are found and
@@ -989,11 +996,16 @@ TEST(SptrsvErrors, ProblemsInLongRowsNameTheRow) {
   auto expect_named = [&](std::vector<index_t> broken, const char* what) {
     DeviceVector<index_t> d_ind(broken);
     const DeviceTriangle<double> a{n, std::int32_t(ind.size()), d_ptr.get(), d_ind.get(), d_val.get()};
-    try {
-      SptrsvPlan<double> plan(a);
-      ADD_FAILURE() << what << ": no error";
-    } catch (const InvalidInput& e) {
-      EXPECT_NE(std::string(e.what()).find("row 45 "), std::string::npos) << what << ": " << e.what();
+    for (SptrsvAlgorithm algorithm : kAlgorithms) {
+      SptrsvOptions options;
+      options.algorithm = algorithm;
+      try {
+        SptrsvPlan<double> plan(a, options);
+        ADD_FAILURE() << what << ", " << to_string(algorithm) << ": no error";
+      } catch (const InvalidInput& e) {
+        EXPECT_NE(std::string(e.what()).find("row 45 "), std::string::npos)
+            << what << ", " << to_string(algorithm) << ": " << e.what();
+      }
     }
   };
   std::vector<index_t> broken = ind;

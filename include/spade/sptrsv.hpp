@@ -153,11 +153,12 @@ class SptrsvPlan {
   /// levels, cluster's layout and levr's pieces), taken stream-ordered on `stream` from the current
   /// device's memory pool (cudaMallocAsync: the application's pool settings, such as a release threshold,
   /// apply), or by cudaMalloc on a device without memory pools; the destructor waits for the device before
-  /// it frees them, as cudaFree does. The analysis synchronizes `stream` once for an explicitly chosen
-  /// algorithm that needs neither level sets nor the other format, up to four times otherwise (validation
-  /// before a kernel that waits or a transposition, but not before auto's level analysis of a CSR input;
-  /// auto's level count; the results with the level pointers; the level pointers where their count was not
-  /// known before). Throws as described in the file comment.
+  /// it frees them, as cudaFree does. The analysis synchronizes `stream` at its end (the results, with
+  /// the level pointers); before that once to check the input where the matrix is transposed or its level
+  /// sets come from CSC (the CSR level kernel does nothing on bad input and need not wait), once after the
+  /// level analysis (the level count), and once each where auto weighs cluster for one right-hand side,
+  /// where cluster's layout is built and where level_block's levels are packed. Throws as described in
+  /// the file comment.
   SptrsvPlan(const DeviceTriangle<T>& a, const SptrsvOptions& options = {}, cudaStream_t stream = nullptr);
   ~SptrsvPlan();
   SptrsvPlan(SptrsvPlan&&) noexcept;
