@@ -5,6 +5,7 @@
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
+#include <climits>
 
 #include "kernels/sptrsv_common.cuh"
 
@@ -220,6 +221,14 @@ __device__ inline std::int32_t take_known(const index_t* ind, int* level, std::i
 // after another, at the start of a pass. The lowest lane not done waits only on earlier chunks, which are
 // running, or on lanes below it, so the chunk always progresses; a pass that takes nothing backs off, and
 // on giving up every lane stores what it has, so that no waiter hangs. One atomicMax per warp.
+//
+// Chain chunks: where every row's only entry inside the chunk is the row above (i - 1) or there is none,
+// as in grids numbered line by line, the chunk's levels are chains and need no step per row: the stored
+// level of lane l is (l + 1) + max(e_j - j) over the lanes j from the head of its chain (the nearest lane
+// at or below l without the entry i - 1) to l, e_j being the largest stored level among lane j's entries
+// of earlier chunks; one segmented max-scan of five shuffles per pass, and lane l stores its level once
+// the lanes from its head to itself have all of theirs (a chunk that straddles two grid lines holds two
+// chains, and the second must not wait for the first).
 __global__ void __launch_bounds__(kBlockThreads)
     levels_csr_kernel(index_t n, const std::int32_t* ptr, const index_t* ind, int* level, int* max_level,
                       const unsigned long long* bad, Schedule s) {
@@ -239,7 +248,11 @@ __global__ void __launch_bounds__(kBlockThreads)
       store_relaxed(&level[i], ++lev);
       done = true;
     };
-    if (active && k == end) finish();
+    const bool follows = active && end - inner == 1 && ind[inner] == i - 1;  // i - 1 its only entry inside
+    const bool chain = __all_sync(kFullMask, !active || end == inner || follows);
+    // The head of lane's chain: the nearest lane at or below it that does not follow the one above.
+    const int head = kWarpSize - 1 - __clz(__ballot_sync(kFullMask, !follows) & (0xffffffffu >> (31 - lane)));
+    if (active && k == end && !chain) finish();
     unsigned ready = __ballot_sync(kFullMask, done);
     Backoff backoff;
     while (ready != kFullMask) {
@@ -258,26 +271,47 @@ __global__ void __launch_bounds__(kBlockThreads)
       }
       if (!done && k < inner && !((long_rows >> lane) & 1u)) k = take_known<1>(ind, level, k, inner, lev);
       bool progressed = k > before;
-      if (!done && k == end) finish();
-      ready = __ballot_sync(kFullMask, done);
-      // At most kWarpSize shuffle steps per pass, so that a dense chunk still polls now and then.
-#pragma unroll 1
-      for (int step = 0; step < kWarpSize; ++step) {
-        int src = lane;
-        bool take = false;
-        if (!done && k >= inner && k < end) {
-          src = ind[k] - first;
-          take = (ready >> src) & 1u;
+      if (chain) {
+        // max(e_j - j) over the lanes of the chain up to this one: e_j - j from a lane still to finish,
+        // its own scan result from one done (its stored level is that + j + 1).
+        int best = !active ? INT_MIN / 2 : done ? lev - 1 - lane : lev - lane;
+#pragma unroll
+        for (int d = 1; d < kWarpSize; d *= 2) {
+          const int below = __shfl_up_sync(kFullMask, best, d);
+          if (lane - d >= head) best = max(best, below);
         }
-        if (!__any_sync(kFullMask, take)) break;
-        const int l = __shfl_sync(kFullMask, lev, src);
-        if (take) {
-          lev = max(lev, l);
+        // A lane finishes once every lane from the head of its chain to itself has all its entries of
+        // earlier chunks: a chain publishes row by row as they come, whatever the other chains wait for.
+        const unsigned waiting = __ballot_sync(kFullMask, active && k < inner);
+        const unsigned from_head = (0xffffffffu >> (31 - lane)) & ~((1u << head) - 1u);
+        if (!done && (waiting & from_head) == 0) {
+          lev = best + lane;  // finish() adds the 1
+          finish();
           progressed = true;
-          ++k;
         }
+        ready = __ballot_sync(kFullMask, done);
+      } else {
         if (!done && k == end) finish();
         ready = __ballot_sync(kFullMask, done);
+        // At most kWarpSize shuffle steps per pass, so that a dense chunk still polls now and then.
+#pragma unroll 1
+        for (int step = 0; step < kWarpSize; ++step) {
+          int src = lane;
+          bool take = false;
+          if (!done && k >= inner && k < end) {
+            src = ind[k] - first;
+            take = (ready >> src) & 1u;
+          }
+          if (!__any_sync(kFullMask, take)) break;
+          const int l = __shfl_sync(kFullMask, lev, src);
+          if (take) {
+            lev = max(lev, l);
+            progressed = true;
+            ++k;
+          }
+          if (!done && k == end) finish();
+          ready = __ballot_sync(kFullMask, done);
+        }
       }
       if (__any_sync(kFullMask, progressed)) {
         backoff.reset();
