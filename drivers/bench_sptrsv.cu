@@ -268,41 +268,35 @@ Row run_matrix(const std::string& name, const HostCsr& L, double bandwidth, cusp
   CUSPARSE_CHECK(cusparseCreateDnVec(&vx, n, x_ref.p, CUDA_R_64F));
   const double alpha = 1.0;
   const auto op = CUSPARSE_OPERATION_NON_TRANSPOSE;
-  // Descriptors and buffers of every timed analysis are kept and destroyed after the timing.
+  // Descriptors and buffers of every timed analysis are kept and destroyed after the timing. One analysis
+  // allocates its buffer (given: null) or takes one allocated before the timing (the call alone).
   std::vector<cusparseSpSVDescr_t> sv_descrs;
   std::vector<void*> sv_buffers;
-  auto sv_analysis = [&] {
+  std::size_t sv_bytes = 0;
+  auto sv_analysis = [&](void* given) {
     cusparseSpSVDescr_t d;
     CUSPARSE_CHECK(cusparseSpSV_createDescr(&d));
     sv_descrs.push_back(d);
-    std::size_t bytes = 0;
-    CUSPARSE_CHECK(cusparseSpSV_bufferSize(handle, op, &alpha, A, vb, vx, CUDA_R_64F, CUSPARSE_SPSV_ALG_DEFAULT, d, &bytes));
-    void* buffer = nullptr;
-    SPADE_CUDA_CHECK(cudaMalloc(&buffer, std::max<std::size_t>(bytes, 1)));
-    sv_buffers.push_back(buffer);
-    CUSPARSE_CHECK(cusparseSpSV_analysis(handle, op, &alpha, A, vb, vx, CUDA_R_64F, CUSPARSE_SPSV_ALG_DEFAULT, d, buffer));
+    CUSPARSE_CHECK(cusparseSpSV_bufferSize(handle, op, &alpha, A, vb, vx, CUDA_R_64F, CUSPARSE_SPSV_ALG_DEFAULT, d,
+                                           &sv_bytes));
+    void* buffer = given;
+    if (buffer == nullptr) {
+      SPADE_CUDA_CHECK(cudaMalloc(&buffer, std::max<std::size_t>(sv_bytes, 1)));
+      sv_buffers.push_back(buffer);
+    }
+    CUSPARSE_CHECK(cusparseSpSV_analysis(handle, op, &alpha, A, vb, vx, CUDA_R_64F, CUSPARSE_SPSV_ALG_DEFAULT, d,
+                                         buffer));
     SPADE_CUDA_CHECK(cudaDeviceSynchronize());
   };
-  row.cusparse.analysis = time_host(sv_analysis);
-  // The analysis call alone: the same, with the buffers allocated before the timing.
-  std::size_t sv_bytes = 0;
-  CUSPARSE_CHECK(cusparseSpSV_bufferSize(handle, op, &alpha, A, vb, vx, CUDA_R_64F, CUSPARSE_SPSV_ALG_DEFAULT,
-                                         sv_descrs.back(), &sv_bytes));
+  row.cusparse.analysis = time_host([&] { sv_analysis(nullptr); });
   std::vector<void*> spare(kAnalysisTimings);
   for (void*& buffer : spare) {
     SPADE_CUDA_CHECK(cudaMalloc(&buffer, std::max<std::size_t>(sv_bytes, 1)));
     sv_buffers.push_back(buffer);
   }
   row.cusparse_call = time_host([&] {
-    cusparseSpSVDescr_t d;
-    CUSPARSE_CHECK(cusparseSpSV_createDescr(&d));
-    sv_descrs.push_back(d);
-    std::size_t bytes = 0;
-    CUSPARSE_CHECK(cusparseSpSV_bufferSize(handle, op, &alpha, A, vb, vx, CUDA_R_64F, CUSPARSE_SPSV_ALG_DEFAULT, d, &bytes));
-    CUSPARSE_CHECK(cusparseSpSV_analysis(handle, op, &alpha, A, vb, vx, CUDA_R_64F, CUSPARSE_SPSV_ALG_DEFAULT, d,
-                                         spare.back()));
+    sv_analysis(spare.back());
     spare.pop_back();
-    SPADE_CUDA_CHECK(cudaDeviceSynchronize());
   });
   // cuSPARSE solves with the descriptor of the last analysis of A: one of an earlier analysis measured
   // 20-50% slower on the H100 (c-62 0.117 against 0.079 ms, NotreDame_www 0.376 against 0.303).
