@@ -50,6 +50,9 @@ std::vector<SptrsvAlgorithm> tested_algorithms() {
 }
 const std::vector<SptrsvAlgorithm> kAlgorithms = tested_algorithms();
 
+/// Device buffer for the tests. upload() and poison() wait for the device: a copy from pageable memory or a
+/// memset on the legacy default stream may still be in flight when they return, and a solve on a
+/// non-blocking stream is not ordered after them.
 template <typename U>
 class DeviceVector {
  public:
@@ -60,13 +63,17 @@ class DeviceVector {
   DeviceVector& operator=(const DeviceVector&) = delete;
   void upload(const std::vector<U>& host) {
     SPADE_CUDA_CHECK(cudaMemcpy(p_, host.data(), host.size() * sizeof(U), cudaMemcpyHostToDevice));
+    SPADE_CUDA_CHECK(cudaDeviceSynchronize());
   }
   std::vector<U> download() const {
     std::vector<U> host(count_);
     SPADE_CUDA_CHECK(cudaMemcpy(host.data(), p_, count_ * sizeof(U), cudaMemcpyDeviceToHost));
     return host;
   }
-  void poison() { SPADE_CUDA_CHECK(cudaMemset(p_, 0xff, count_ * sizeof(U))); }  // all-ones bits: NaN
+  void poison() {  // all-ones bits: NaN
+    SPADE_CUDA_CHECK(cudaMemset(p_, 0xff, count_ * sizeof(U)));
+    SPADE_CUDA_CHECK(cudaDeviceSynchronize());
+  }
   U* get() const { return p_; }
 
  private:
