@@ -214,7 +214,7 @@ double relative_error(const std::vector<double>& x, const std::vector<double>& r
 struct Result {
   double analysis = NAN, solve = NAN, solve8 = NAN;
   double first = NAN;   // the first solve after the analysis (one right-hand side), host wall clock
-  double moving = NAN;  // levr: a solve whose x alternates between two buffers (its graph rewritten first)
+  double moving = NAN;  // levr: a solve whose x alternates between two buffers (and so between its two graphs)
   bool ok = true;
   SptrsvAlgorithm choice = SptrsvAlgorithm::automatic, choice8 = SptrsvAlgorithm::automatic;  // what ran
 };
@@ -421,8 +421,8 @@ void print_tables(const std::vector<Row>& rows) {
 
   std::printf("\n### Analysis time (ms, host wall clock, median of 7)\n\nThe first-solve columns: the first solve "
               "after the analysis (one right-hand side, host wall clock, once), where levr records its graph. The "
-              "last: levr's solve (CUDA events, median) with x alternating between two buffers, where it rewrites "
-              "its graph's nodes before each replay. cuSPARSE SpSV: bufferSize, cudaMalloc of the buffer and "
+              "last: levr's solve (CUDA events, median) with x alternating between two buffers, which replays its "
+              "two graphs in turn (the second reads b and x from device memory). cuSPARSE SpSV: bufferSize, cudaMalloc of the buffer and "
               "SpSV_analysis; call alone: the same with the buffer allocated before the timing.\n\n"
               "| matrix | cuSPARSE SpSV | cuSPARSE call alone |");
   for (SptrsvAlgorithm a : timed_algorithms) std::printf(" %s |", spade::to_string(a));

@@ -245,13 +245,17 @@ void fill_sentinel(std::int64_t count, T* y, cudaStream_t stream);
 /// LEVR: one launch per level, a warp per row, piece of a row or several short rows
 /// (kernels/sptrsv_level.cu), recorded once as a CUDA graph and replayed: a graph starts a chain of small
 /// kernels about three times faster than the host launches them (H100, 900 kernels with programmatic
-/// dependent launch: 1.1 against 3.7 us each). The nodes hold the right-hand side of the last replay; a
-/// solve with another one (b, x, a leading dimension or the count) first rewrites every level's node (0.7
-/// us per level on the host, H100 machine), still faster than launching the levels. Passes of several
-/// right-hand sides also write each solution into `y`, the R values of each unknown side by side, which
-/// the later levels read; on rows of at most kLevrShortRow entries, and where x is larger than half the L2
-/// cache, x is copied from y after the last level instead of being stored by the levels. Where `stream`
-/// is being captured (the caller records a graph of its own), the levels are launched one by one instead.
+/// dependent launch: 1.1 against 3.7 us each). The graph holds the right-hand side of its first solve (b, x,
+/// their leading dimensions and the count) as its kernels' argument. Solves with another one replay a
+/// second graph, recorded at the first of them, whose kernels read it from one RhsPass in device memory;
+/// a one-thread kernel stores it there first where it differs from the last one stored. No solve rewrites
+/// a node: the cost of a new buffer does not grow with the levels. (The second graph's levels are up to
+/// 18% slower for several right-hand sides on narrow levels, hence the first.) Passes of several right-hand sides also write
+/// each solution into `y`, the R values of each unknown side by side, which the later levels read; on rows
+/// of at most kLevrShortRow entries, and where x is larger than half the L2 cache, x is copied from y after
+/// the last level instead of being stored by the levels. Where `stream` is being captured (the caller
+/// records a graph of its own), the levels are launched one by one instead, each with the pass as an
+/// argument.
 template <typename T>
 class LevrGraph {
  public:
@@ -267,14 +271,15 @@ class LevrGraph {
              const RhsPass<T>& rhs, T* y, cudaStream_t stream);
 
  private:
-  void record(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host, int nlev,
-              const RhsPass<T>& rhs, T* y);
-  void retarget(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host,
-                const RhsPass<T>& rhs, T* y);
-  cudaGraph_t graph_ = nullptr;
-  cudaGraphExec_t exec_ = nullptr;
-  std::vector<cudaGraphNode_t> nodes_;  ///< graph_'s kernel nodes in order: [gather,] the levels[, scatter]
-  RhsPass<T> recorded_{};                ///< the right-hand side the nodes hold
+  /// Records the levels (pass_at: null, the pass as an argument; else read from there) and instantiates
+  /// them.
+  cudaGraphExec_t record(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host,
+                         int nlev, const RhsPass<T>& rhs, const RhsPass<T>* pass_at, T* y);
+  cudaGraphExec_t exec_ = nullptr;           ///< the levels with recorded_ as their argument
+  RhsPass<T> recorded_{};                    ///< the pass of the first solve
+  cudaGraphExec_t exec_indirect_ = nullptr;  ///< the levels reading the pass from pass_at_
+  RhsPass<T>* pass_at_ = nullptr;            ///< device: the pass of the latest other solve
+  RhsPass<T> stored_{};                      ///< the pass last enqueued into pass_at_
 };
 /// LEVC: x := b, then one launch per level, a warp per column adding its updates into x atomically.
 template <typename T>

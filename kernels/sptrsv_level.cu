@@ -7,16 +7,16 @@
 // a part renumbered in level order (L.perm set, jlev null: level l is the rows level_ptr[l] to
 // level_ptr[l + 1]), reading and writing x through L.perm. LEVR's launches are recorded once as a CUDA
 // graph and replayed (LevrGraph): the host launches a level in 2.2-3.5 us, a graph's replay starts the next
-// in about 1 us (H100, with programmatic dependent launch).
+// in about 1 us (H100, with programmatic dependent launch). The graph holds the buffers of its first solve
+// (b, x, their leading dimensions and the count) as arguments; solves with other buffers replay a second
+// graph whose levels read them from a small block of device memory, which a one-thread kernel rewrites
+// before such a replay, so that no solve rewrites the nodes of a graph.
 //
 // Right-hand sides: the lanes are split among the R right-hand sides of the pass (RowLanes: with a warp a
 // row and R = 8, four lanes per right-hand side, each taking every fourth entry), so a lane does one
 // right-hand side's arithmetic, one load or atomic per entry, and a row's sums are reduced over four lanes
 // (2 shuffles) rather than over the warp for each of the R right-hand sides (40 shuffles and R loads per
 // entry and lane).
-#include <utility>
-#include <vector>
-
 #include "kernels/sptrsv_common.cuh"
 
 namespace spade::kernels::sptrsv {
@@ -48,11 +48,21 @@ __device__ inline void wait_for_previous_level() {
 /// 0.63 ms against 0.73, lap2d5 1024^2 1.96 against 2.28; storing x in the levels instead, 1.24 and 3.19.
 /// Long rows, scattered against stored in the levels: lap3d27 128^3 (x of 134 MB) 1.55 against 1.63 ms;
 /// c-62 (2.7 MB) 0.021 against 0.020, NotreDame_www (21 MB) 0.428 against 0.406.
-template <typename T, int R, int S, int P, bool kScatter>
+/// kIndirect: the pass is read from device memory at pass_at, not from `rhs` (before the wait: no level
+/// writes it). Slower than an argument for several right-hand sides on narrow levels (H100, 8 right-hand
+/// sides, bcsstk13: 1.10 ms against 0.94, ex14 0.48 against 0.43, bayer10 0.018 against 0.017, with b
+/// and x marked global as here; the pass read under a branch or with coherent loads did no better), the
+/// same for one (bcsstk13 0.625 against 0.639 ms).
+template <typename T, int R, int S, int P, bool kScatter, bool kIndirect>
 __global__ void levr_kernel(LowerPart<T> L, LevrItems<T> items, std::int32_t begin, std::int32_t end,
-                            RhsPass<T> rhs, T* y) {
+                            RhsPass<T> rhs, const RhsPass<T>* __restrict__ pass_at, T* y) {
   using Lanes = RowLanes<R, S>;
   start_next_level();
+  if (kIndirect) {
+    rhs = *pass_at;
+    __builtin_assume(__isGlobal(rhs.b));
+    __builtin_assume(__isGlobal(rhs.x));
+  }
   const Lanes lanes(threadIdx.x % kWarpSize);
   const std::int32_t warp_first = begin + (blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize * Lanes::kRows;
   if (warp_first >= end) return;
@@ -135,25 +145,30 @@ __global__ void levr_kernel(LowerPart<T> L, LevrItems<T> items, std::int32_t beg
 /// entries, and the rows a warp takes.
 template <typename T>
 struct LevrKernel {
-  void (*kernel)(LowerPart<T>, LevrItems<T>, std::int32_t, std::int32_t, RhsPass<T>, T*);
+  void (*kernel)(LowerPart<T>, LevrItems<T>, std::int32_t, std::int32_t, RhsPass<T>, const RhsPass<T>*, T*);
   int rows_per_warp;
   bool scatter;  ///< x copied from y after the last level
 };
-template <typename T, int R>
+template <typename T, int R, bool kIndirect>
 LevrKernel<T> levr_kernel_for(int longest, index_t n) {
   const bool short_rows = longest <= kLevrShortRow;
   if (R == 1)
-    return short_rows ? LevrKernel<T>{levr_kernel<T, 1, kLevrShortRow, 1, false>, kWarpSize / kLevrShortRow, false}
-                      : LevrKernel<T>{levr_kernel<T, 1, kWarpSize, 1, false>, 1, false};
-  if (short_rows) return {levr_kernel<T, R, 1, kLevrShortRow, true>, kWarpSize / R, true};
+    return short_rows ? LevrKernel<T>{levr_kernel<T, 1, kLevrShortRow, 1, false, kIndirect>,
+                                      kWarpSize / kLevrShortRow, false}
+                      : LevrKernel<T>{levr_kernel<T, 1, kWarpSize, 1, false, kIndirect>, 1, false};
+  if (short_rows) return {levr_kernel<T, R, 1, kLevrShortRow, true, kIndirect>, kWarpSize / R, true};
   if (2 * std::int64_t(n) * R * std::int64_t(sizeof(T)) > cuda_device_l2_bytes())
-    return {levr_kernel<T, R, kWarpSize / R, 4, true>, 1, true};
-  return {levr_kernel<T, R, kWarpSize / R, 4, false>, 1, false};
+    return {levr_kernel<T, R, kWarpSize / R, 4, true, kIndirect>, 1, true};
+  return {levr_kernel<T, R, kWarpSize / R, 4, false, kIndirect>, 1, false};
 }
 
-/// x[u + r * ldx] := y[u * R + r] for r < nr.
-template <typename T, int R>
-__global__ void scatter_x_kernel(index_t n, const T* y, RhsPass<T> rhs) {
+/// x[u + r * ldx] := y[u * R + r] for r < nr; kIndirect: the pass from pass_at.
+template <typename T, int R, bool kIndirect>
+__global__ void scatter_x_kernel(index_t n, const T* y, RhsPass<T> rhs, const RhsPass<T>* __restrict__ pass_at) {
+  if (kIndirect) {
+    rhs = *pass_at;
+    __builtin_assume(__isGlobal(rhs.x));
+  }
   const std::int64_t t = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
   if (t >= std::int64_t(n) * R) return;
   const std::int64_t u = t / R;
@@ -192,11 +207,12 @@ void run_levels(Kernel kernel, const LowerPart<T>& L, const std::int32_t* jlev, 
 }
 
 /// LEVR's launches, each level allowed to start while the one before finishes where the device can
-/// (`overlap`, compute capability 9.0).
-template <typename T, int R>
+/// (`overlap`, compute capability 9.0). They take `rhs` as an argument, or, where pass_at is not null (a
+/// recorded graph), read it from there.
+template <typename T, int R, bool kIndirect>
 void launch_levr(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host, int nlev,
-                 const RhsPass<T>& rhs, T* y, bool overlap, cudaStream_t stream) {
-  const LevrKernel<T> chosen = levr_kernel_for<T, R>(items.longest, L.n);
+                 const RhsPass<T>& rhs, const RhsPass<T>* pass_at, T* y, bool overlap, cudaStream_t stream) {
+  const LevrKernel<T> chosen = levr_kernel_for<T, R, kIndirect>(items.longest, L.n);
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
@@ -209,44 +225,32 @@ void launch_levr(const LowerPart<T>& L, const LevrItems<T>& items, const std::in
     config.gridDim = dim3(blocks_for(end - begin, kBlockWarps * chosen.rows_per_warp));
     // The first level reads b before its wait: it waits for what came before it in the stream.
     config.numAttrs = overlap && l > 0 ? 1 : 0;
-    cuda_check(cudaLaunchKernelEx(&config, chosen.kernel, L, items, begin, end, rhs, R > 1 ? y : nullptr),
+    cuda_check(cudaLaunchKernelEx(&config, chosen.kernel, L, items, begin, end, rhs, pass_at, R > 1 ? y : nullptr),
                "levr_kernel", __FILE__, __LINE__);
   }
   if (chosen.scatter) {
-    scatter_x_kernel<T, R><<<blocks_for(std::int64_t(L.n) * R, kBlockThreads), kBlockThreads, 0, stream>>>(L.n, y,
-                                                                                                     rhs);
+    scatter_x_kernel<T, R, kIndirect><<<blocks_for(std::int64_t(L.n) * R, kBlockThreads), kBlockThreads, 0, stream>>>(
+        L.n, y, rhs, pass_at);
     check_launch("scatter_x_kernel");
   }
 }
 
 template <typename T>
 void launch_levr(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host, int nlev,
-                 const RhsPass<T>& rhs, T* y, cudaStream_t stream) {
+                 const RhsPass<T>& rhs, const RhsPass<T>* pass_at, T* y, cudaStream_t stream) {
   const bool overlap = cuda_device_major() >= 9;  // programmatic dependent launch
-  if (rhs.nr == 1)
-    launch_levr<T, 1>(L, items, level_ptr_host, nlev, rhs, y, overlap, stream);
+  const bool multi = rhs.nr > 1;
+  if (pass_at == nullptr)
+    multi ? launch_levr<T, kRhsPerPass, false>(L, items, level_ptr_host, nlev, rhs, pass_at, y, overlap, stream)
+          : launch_levr<T, 1, false>(L, items, level_ptr_host, nlev, rhs, pass_at, y, overlap, stream);
   else
-    launch_levr<T, kRhsPerPass>(L, items, level_ptr_host, nlev, rhs, y, overlap, stream);
+    multi ? launch_levr<T, kRhsPerPass, true>(L, items, level_ptr_host, nlev, rhs, pass_at, y, overlap, stream)
+          : launch_levr<T, 1, true>(L, items, level_ptr_host, nlev, rhs, pass_at, y, overlap, stream);
 }
 
-/// The node that depends on `node` in a chain (one dependent at most). The edge's data is asked for too:
-/// without it the query fails on a programmatic edge.
-cudaGraphNode_t next_in_chain(cudaGraphNode_t node) {
-  cudaGraphNode_t next = nullptr;
-  std::size_t count = 1;
-#if CUDART_VERSION >= 13000
-  cudaGraphEdgeData edge{};
-  cuda_check(cudaGraphNodeGetDependentNodes(node, &next, &edge, &count), "cudaGraphNodeGetDependentNodes",
-             __FILE__, __LINE__);
-#elif CUDART_VERSION >= 12030
-  cudaGraphEdgeData edge{};
-  cuda_check(cudaGraphNodeGetDependentNodes_v2(node, &next, &edge, &count), "cudaGraphNodeGetDependentNodes",
-             __FILE__, __LINE__);
-#else
-  cuda_check(cudaGraphNodeGetDependentNodes(node, &next, &count), "cudaGraphNodeGetDependentNodes", __FILE__,
-             __LINE__);
-#endif
-  return count == 0 ? nullptr : next;
+template <typename T>
+__global__ void store_pass_kernel(RhsPass<T>* pass_at, RhsPass<T> rhs) {
+  *pass_at = rhs;
 }
 
 template <typename T>
@@ -259,12 +263,14 @@ bool same_pass(const RhsPass<T>& a, const RhsPass<T>& b) {
 template <typename T>
 LevrGraph<T>::~LevrGraph() {
   if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
-  if (graph_ != nullptr) cudaGraphDestroy(graph_);
+  if (exec_indirect_ != nullptr) cudaGraphExecDestroy(exec_indirect_);
+  if (pass_at_ != nullptr) cudaFree(pass_at_);
 }
 
 template <typename T>
-void LevrGraph<T>::record(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host,
-                          int nlev, const RhsPass<T>& rhs, T* y) {
+cudaGraphExec_t LevrGraph<T>::record(const LowerPart<T>& L, const LevrItems<T>& items,
+                                     const std::int32_t* level_ptr_host, int nlev, const RhsPass<T>& rhs,
+                                     const RhsPass<T>* pass_at, T* y) {
   // Captured on a stream of its own: the caller's may be the legacy default stream, which cannot be.
   cudaStream_t capture = nullptr;
   cuda_check(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", __FILE__,
@@ -273,7 +279,7 @@ void LevrGraph<T>::record(const LowerPart<T>& L, const LevrItems<T>& items, cons
   cudaError_t e = cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal);
   if (e == cudaSuccess) {
     try {
-      launch_levr(L, items, level_ptr_host, nlev, rhs, y, capture);
+      launch_levr(L, items, level_ptr_host, nlev, rhs, pass_at, y, capture);
     } catch (...) {
       cudaStreamEndCapture(capture, &graph);
       if (graph != nullptr) cudaGraphDestroy(graph);
@@ -285,58 +291,10 @@ void LevrGraph<T>::record(const LowerPart<T>& L, const LevrItems<T>& items, cons
   cudaStreamDestroy(capture);
   cuda_check(e, "recording levr's graph", __FILE__, __LINE__);
   cudaGraphExec_t exec = nullptr;
-  const bool scatter = rhs.nr > 1 && levr_kernel_for<T, kRhsPerPass>(items.longest, L.n).scatter;
-  std::vector<cudaGraphNode_t> nodes(std::size_t(nlev) + (scatter ? 1 : 0), nullptr);
-  try {
-    std::size_t roots = 1;
-    cuda_check(cudaGraphGetRootNodes(graph, nodes.data(), &roots), "cudaGraphGetRootNodes", __FILE__, __LINE__);
-    for (std::size_t l = 1; l < nodes.size(); ++l) nodes[l] = next_in_chain(nodes[l - 1]);
-    cuda_check(cudaGraphInstantiate(&exec, graph, 0), "instantiating levr's graph", __FILE__, __LINE__);
-  } catch (...) {
-    cudaGraphDestroy(graph);
-    throw;
-  }
-  graph_ = graph;
-  exec_ = exec;
-  nodes_ = std::move(nodes);
-  recorded_ = rhs;
-}
-
-template <typename T>
-void LevrGraph<T>::retarget(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host,
-                            const RhsPass<T>& rhs, T* y) {
-  const LevrKernel<T> chosen = rhs.nr == 1 ? levr_kernel_for<T, 1>(items.longest, L.n)
-                                           : levr_kernel_for<T, kRhsPerPass>(items.longest, L.n);
-  LowerPart<T> part = L;
-  LevrItems<T> work = items;
-  std::int32_t begin = 0, end = 0;
-  RhsPass<T> pass = rhs;
-  T* values = rhs.nr == 1 ? nullptr : y;
-  void* args[] = {&part, &work, &begin, &end, &pass, &values};
-  cudaKernelNodeParams params{};
-  params.blockDim = dim3(kBlockThreads);
-  params.func = reinterpret_cast<void*>(chosen.kernel);
-  params.kernelParams = args;
-  auto set = [&](cudaGraphNode_t node) {
-    cuda_check(cudaGraphExecKernelNodeSetParams(exec_, node, &params), "cudaGraphExecKernelNodeSetParams",
-               __FILE__, __LINE__);
-  };
-  const std::size_t nlev = nodes_.size() - (chosen.scatter ? 1 : 0);
-  for (std::size_t l = 0; l < nlev; ++l) {
-    begin = level_ptr_host[l];
-    end = level_ptr_host[l + 1];
-    params.gridDim = dim3(blocks_for(end - begin, kBlockWarps * chosen.rows_per_warp));
-    set(nodes_[l]);
-  }
-  if (chosen.scatter) {
-    index_t n = L.n;
-    void* scatter_args[] = {&n, &values, &pass};
-    params.gridDim = dim3(blocks_for(std::int64_t(n) * kRhsPerPass, kBlockThreads));
-    params.func = reinterpret_cast<void*>(scatter_x_kernel<T, kRhsPerPass>);
-    params.kernelParams = scatter_args;
-    set(nodes_.back());
-  }
-  recorded_ = rhs;
+  e = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);  // the executable graph does not need it
+  cuda_check(e, "instantiating levr's graph", __FILE__, __LINE__);
+  return exec;
 }
 
 template <typename T>
@@ -346,14 +304,29 @@ void LevrGraph<T>::solve(const LowerPart<T>& L, const LevrItems<T>& items, const
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   cuda_check(cudaStreamIsCapturing(stream, &capturing), "cudaStreamIsCapturing", __FILE__, __LINE__);
   if (capturing != cudaStreamCaptureStatusNone) {
-    launch_levr(L, items, level_ptr_host, nlev, rhs, y, stream);
+    launch_levr(L, items, level_ptr_host, nlev, rhs, static_cast<const RhsPass<T>*>(nullptr), y, stream);
     return;
   }
-  if (exec_ == nullptr)
-    record(L, items, level_ptr_host, nlev, rhs, y);
-  else if (!same_pass(rhs, recorded_))
-    retarget(L, items, level_ptr_host, rhs, y);
-  cuda_check(cudaGraphLaunch(exec_, stream), "cudaGraphLaunch", __FILE__, __LINE__);
+  if (exec_ == nullptr) {
+    exec_ = record(L, items, level_ptr_host, nlev, rhs, nullptr, y);
+    recorded_ = rhs;
+  }
+  if (same_pass(rhs, recorded_)) {
+    cuda_check(cudaGraphLaunch(exec_, stream), "cudaGraphLaunch", __FILE__, __LINE__);
+    return;
+  }
+  if (exec_indirect_ == nullptr) {
+    if (pass_at_ == nullptr)
+      cuda_check(cudaMalloc(&pass_at_, sizeof(RhsPass<T>)), "cudaMalloc of levr's pass", __FILE__, __LINE__);
+    exec_indirect_ = record(L, items, level_ptr_host, nlev, rhs, pass_at_, y);
+  }
+  if (!same_pass(rhs, stored_)) {
+    // Stream-ordered: it runs after the replays before it, which read the pass it overwrites.
+    store_pass_kernel<T><<<1, 1, 0, stream>>>(pass_at_, rhs);
+    check_launch("store_pass_kernel");
+    stored_ = rhs;
+  }
+  cuda_check(cudaGraphLaunch(exec_indirect_, stream), "cudaGraphLaunch", __FILE__, __LINE__);
 }
 
 template <typename T>

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -794,11 +795,11 @@ TEST(Sptrsv, LevrSplitsLongRows) {
 }
 
 // levr replays a CUDA graph recorded at its first solve of each width: later solves with other buffers,
-// counts and leading dimensions, on a stream of the caller's and on the legacy default stream, rewrite
-// the nodes that see them before the replay; a solve on a stream the caller is capturing launches the
-// levels into the caller's graph instead. Short rows in the caller's order and on auto's level-ordered
-// part (far-reading levels), where x is copied out after the last level; longer rows and rows split into
-// pieces, where the levels store x.
+// counts and leading dimensions, on a stream of the caller's and on the legacy default stream, store them
+// where the graph's kernels read them before the replay; a solve on a stream the caller is capturing
+// launches the levels into the caller's graph instead. Short rows in the caller's order and on auto's
+// level-ordered part (far-reading levels), where x is copied out after the last level; longer rows and
+// rows split into pieces, where the levels store x.
 TEST(Sptrsv, LevrGraphFollowsEachSolvesBuffers) {
   SPADE_REQUIRE_GPU();
   const char* names[] = {"short rows, caller's order", "short rows, level-ordered part", "longer rows",
@@ -855,6 +856,43 @@ TEST(Sptrsv, LevrGraphFollowsEachSolvesBuffers) {
     }
     SPADE_CUDA_CHECK(cudaStreamDestroy(stream));
   }
+}
+
+// levr's solves with other buffers, queued behind each other on one stream with no wait between them:
+// the first pair of buffers replays the first graph, the others the second, and each replay of it reads
+// the right-hand side stored for it (the store is ordered after the replays before it, which read the one
+// it overwrites). 40 levels, 1 and 8 right-hand sides, six pairs of buffers, three rounds.
+TEST(Sptrsv, LevrGraphQueuedSolvesKeepTheirBuffers) {
+  SPADE_REQUIRE_GPU();
+  const Triangle t = make_triangle(banded_levels(2000, 40, 6), 51);
+  const index_t n = t.lower.cols();
+  const Variant v{SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit};
+  const DeviceMatrix<double> m(t, v);
+  SptrsvOptions options;
+  options.algorithm = SptrsvAlgorithm::levr;
+  SptrsvPlan<double> plan(m.view, options);
+  cudaStream_t stream = nullptr;
+  SPADE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  constexpr int kBuffers = 6;
+  for (int nrhs : {1, 8}) {
+    std::vector<std::vector<double>> ref;
+    std::vector<std::unique_ptr<DeviceVector<double>>> b, x;
+    for (int k = 0; k < kBuffers; ++k) {
+      const std::vector<double> b_host = random_rhs(n, nrhs, 300 + 10 * nrhs + k);
+      ref.push_back(reference_solve(t.lower, false, false, b_host, nrhs));
+      b.push_back(std::make_unique<DeviceVector<double>>(b_host));
+      x.push_back(std::make_unique<DeviceVector<double>>(std::size_t(n) * nrhs));
+    }
+    for (int round = 0; round < 3; ++round) {
+      for (int k = 0; k < kBuffers; ++k) x[k]->poison();
+      for (int k = 0; k < kBuffers; ++k) plan.solve(b[k]->get(), n, x[k]->get(), n, nrhs, stream);
+      plan.check(stream);
+      for (int k = 0; k < kBuffers; ++k)
+        EXPECT_LE(relative_error(x[k]->download(), ref[k]), tolerance<double>(t))
+            << "nrhs " << nrhs << ", round " << round << ", buffers " << k;
+    }
+  }
+  SPADE_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
 TEST(SptrsvErrors, ZeroDiagonalNamesTheRow) {

@@ -169,11 +169,12 @@ class SptrsvPlan {
   /// Enqueues x := T^{-1} b for nrhs columns (device pointers, column-major, ldb and ldx >= n). The
   /// columns are solved 8 at a time (one self-scheduled launch, or one sweep of level launches, per 8; the
   /// last pass takes the rest). levr replays the graph it recorded at its first solve of that width (the
-  /// first solve records it); where b, x, a leading dimension or the count differ from the last replay's,
-  /// it first rewrites the graph's nodes (every level's, about 0.7 us each, and the one that copies x out
-  /// after the last level where there is one); on a stream the caller is capturing it launches
-  /// the levels into the caller's graph instead. A plan runs one solve at a time: solves on different
-  /// streams must be ordered by the caller. Throws InvalidInput for null pointers, nrhs < 1 or a leading
+  /// first solve records it, with that solve's b, x, leading dimensions and count as its arguments). A
+  /// solve with others replays a second graph, recorded at the first such solve, whose kernels read them
+  /// from device memory (a one-thread kernel stores them there first where they changed; up to 18% slower
+  /// than the first graph for several right-hand sides on narrow levels). On a stream the caller is
+  /// capturing it launches the levels into the caller's graph instead. A plan runs one solve at a time:
+  /// solves on different streams must be ordered by the caller. Throws InvalidInput for null pointers, nrhs < 1 or a leading
   /// dimension < n; ResourceError for CUDA errors.
   void solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, cudaStream_t stream = nullptr);
   /// One right-hand side.
