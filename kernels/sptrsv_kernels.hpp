@@ -250,10 +250,10 @@ void fill_sentinel(std::int64_t count, T* y, cudaStream_t stream);
 /// second graph, recorded at the first of them, whose kernels read it from one RhsPass in device memory;
 /// a one-thread kernel stores it there first where it differs from the last one stored. No solve rewrites
 /// a node: the cost of a new buffer does not grow with the levels. (The second graph's levels are up to
-/// 18% slower for several right-hand sides on narrow levels, hence the first.) Passes of several right-hand sides also write
-/// each solution into `y`, the R values of each unknown side by side, which the later levels read; on rows
-/// of at most kLevrShortRow entries, and where x is larger than half the L2 cache, x is copied from y after
-/// the last level instead of being stored by the levels. Where `stream` is being captured (the caller
+/// 18% slower for several right-hand sides on narrow levels, hence the first.) Passes of several
+/// right-hand sides also write each solution into `y`, the R values of each unknown side by side, which
+/// the later levels read; on rows of at most kLevrShortRow entries, and where x is larger than half the L2
+/// cache, x is copied from y after the last level instead of being stored by the levels. Where `stream` is being captured (the caller
 /// records a graph of its own), the levels are launched one by one instead, each with the pass as an
 /// argument.
 template <typename T>

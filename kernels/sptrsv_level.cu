@@ -229,8 +229,8 @@ void launch_levr(const LowerPart<T>& L, const LevrItems<T>& items, const std::in
                "levr_kernel", __FILE__, __LINE__);
   }
   if (chosen.scatter) {
-    scatter_x_kernel<T, R, kIndirect><<<blocks_for(std::int64_t(L.n) * R, kBlockThreads), kBlockThreads, 0, stream>>>(
-        L.n, y, rhs, pass_at);
+    const int blocks = blocks_for(std::int64_t(L.n) * R, kBlockThreads);
+    scatter_x_kernel<T, R, kIndirect><<<blocks, kBlockThreads, 0, stream>>>(L.n, y, rhs, pass_at);
     check_launch("scatter_x_kernel");
   }
 }

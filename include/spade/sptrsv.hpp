@@ -174,8 +174,8 @@ class SptrsvPlan {
   /// from device memory (a one-thread kernel stores them there first where they changed; up to 18% slower
   /// than the first graph for several right-hand sides on narrow levels). On a stream the caller is
   /// capturing it launches the levels into the caller's graph instead. A plan runs one solve at a time:
-  /// solves on different streams must be ordered by the caller. Throws InvalidInput for null pointers, nrhs < 1 or a leading
-  /// dimension < n; ResourceError for CUDA errors.
+  /// solves on different streams must be ordered by the caller. Throws InvalidInput for null pointers,
+  /// nrhs < 1 or a leading dimension < n; ResourceError for CUDA errors.
   void solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, cudaStream_t stream = nullptr);
   /// One right-hand side.
   void solve(const T* b, T* x, cudaStream_t stream = nullptr) { solve(b, n(), x, n(), 1, stream); }
