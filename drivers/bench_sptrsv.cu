@@ -422,8 +422,9 @@ void print_tables(const std::vector<Row>& rows) {
   std::printf("\n### Analysis time (ms, host wall clock, median of 7)\n\nThe first-solve columns: the first solve "
               "after the analysis (one right-hand side, host wall clock, once), where levr records its graph. The "
               "last: levr's solve (CUDA events, median) with x alternating between two buffers, which replays its "
-              "two graphs in turn (the second reads b and x from device memory). cuSPARSE SpSV: bufferSize, cudaMalloc of the buffer and "
-              "SpSV_analysis; call alone: the same with the buffer allocated before the timing.\n\n"
+              "two graphs in turn (the second reads b and x from device memory). cuSPARSE SpSV: bufferSize, "
+              "cudaMalloc of the buffer and SpSV_analysis; call alone: the same with the buffer allocated before "
+              "the timing.\n\n"
               "| matrix | cuSPARSE SpSV | cuSPARSE call alone |");
   for (SptrsvAlgorithm a : timed_algorithms) std::printf(" %s |", spade::to_string(a));
   std::printf(" auto | first solve: cuSPARSE | levr | auto | levr solve, x moving |\n|---|---|---|");

@@ -253,9 +253,9 @@ void fill_sentinel(std::int64_t count, T* y, cudaStream_t stream);
 /// 18% slower for several right-hand sides on narrow levels, hence the first.) Passes of several
 /// right-hand sides also write each solution into `y`, the R values of each unknown side by side, which
 /// the later levels read; on rows of at most kLevrShortRow entries, and where x is larger than half the L2
-/// cache, x is copied from y after the last level instead of being stored by the levels. Where `stream` is being captured (the caller
-/// records a graph of its own), the levels are launched one by one instead, each with the pass as an
-/// argument.
+/// cache, x is copied from y after the last level instead of being stored by the levels. Where `stream` is
+/// being captured (the caller records a graph of its own), the levels are launched one by one instead,
+/// each with the pass as an argument.
 template <typename T>
 class LevrGraph {
  public:

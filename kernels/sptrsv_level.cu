@@ -304,7 +304,7 @@ void LevrGraph<T>::solve(const LowerPart<T>& L, const LevrItems<T>& items, const
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   cuda_check(cudaStreamIsCapturing(stream, &capturing), "cudaStreamIsCapturing", __FILE__, __LINE__);
   if (capturing != cudaStreamCaptureStatusNone) {
-    launch_levr(L, items, level_ptr_host, nlev, rhs, static_cast<const RhsPass<T>*>(nullptr), y, stream);
+    launch_levr<T>(L, items, level_ptr_host, nlev, rhs, nullptr, y, stream);
     return;
   }
   if (exec_ == nullptr) {
