@@ -48,7 +48,7 @@ void check_input(const SymbolicFactor& S, const SparseMatrix& A) {
 
 NumericFactor::NumericFactor(std::shared_ptr<const SymbolicFactor> symbolic, const SparseMatrix& A,
                              const FactorOptions& options)
-    : symbolic_(std::move(symbolic)) {
+    : symbolic_(std::move(symbolic)), progress_(options.progress) {
   if (!symbolic_) throw InvalidInput("factorize: no symbolic analysis given");
   threads_ = options.threads > 0 ? options.threads : omp_get_max_threads();
   try {
@@ -138,6 +138,7 @@ void NumericFactor::plan_subtrees() {
 void NumericFactor::refactorize(const SparseMatrix& A) {
   const SymbolicFactor& S = *symbolic_;
   valid_ = false;
+  ++generation_;
   check_input(S, A);
   // Subtree of supernode s: the contiguous range first_descendant[s] .. s (the numbering is a postorder).
   std::vector<index_t> first_descendant(S.num_supernodes);
@@ -171,6 +172,7 @@ void NumericFactor::refactorize(const SparseMatrix& A) {
           index_t s = first_descendant[root];
           try {
             for (; s <= root; ++s) factor_supernode(s, A, relpos, work);
+            if (progress_) progress_(*this, first_descendant[root], root);
           } catch (...) {
             record(s);
           }
@@ -189,6 +191,7 @@ void NumericFactor::refactorize(const SparseMatrix& A) {
         const int wanted = static_cast<int>(std::clamp(k * m * m / kFlopsPerBlasThread, 1.0, double(threads_)));
         if (wanted != current) openblas_set_num_threads(current = wanted);
         factor_supernode(s, A, relpos, work);
+        if (progress_) progress_(*this, s, s);
       }
     }
   } catch (const std::bad_alloc&) {

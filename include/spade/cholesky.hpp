@@ -4,6 +4,8 @@
 // assembly tree with threaded BLAS in the large supernodes at the top.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -12,17 +14,31 @@
 
 namespace spade {
 
+class NumericFactor;
+
+/// Progress of a factorization: called with the factor being computed and (first, last) once supernodes
+/// first .. last (inclusive, a contiguous range of the postordered supernodes, 0-based) hold their final
+/// values in factor.values(). During one successful factorization the ranges never overlap and together
+/// cover every supernode exactly once; a range is reported after each independent subtree and after each
+/// supernode at the top of the tree, so a consumer (the GPU solve plan uploading panels) can start on a
+/// range while the rest is still being factored. It is called from the factoring threads, several at once:
+/// it must be thread-safe, quick, and must not throw (an exception it throws fails the factorization as
+/// that supernode's error would). It may read only the reported panels.
+using FactorProgress = std::function<void(const NumericFactor& factor, index_t first, index_t last)>;
+
 struct FactorOptions {
   /// Threads for the factorization: independent subtrees run on this many OpenMP threads with one BLAS
   /// thread each; then the supernodes at the top of the tree run one after another with this many BLAS
   /// threads. 0 means omp_get_max_threads() (OMP_NUM_THREADS). OpenBLAS's own setting is restored after.
   int threads = 0;
+  /// Called as supernodes become final (see FactorProgress); empty for none. Kept for refactorize().
+  FactorProgress progress;
 };
 
 /// The numeric factor: for each supernode s of the shared SymbolicFactor, a dense column-major panel of
 /// supernode_rows(s) x supernode_cols(s) entries (leading dimension supernode_rows(s)) at
-/// values()[panel_offset[s]]: the lower triangle of the diagonal block L11 (its strict upper triangle is
-/// not referenced) on top of the block L21 below. Host memory.
+/// values()[panel_offset[s]]: the lower triangle of the diagonal block L11 (its strict upper triangle holds
+/// zeros and is not referenced) on top of the block L21 below. Host memory.
 class NumericFactor {
  public:
   /// Factorizes A, which must have exactly the pattern `symbolic` was analyzed with. Reads the lower
@@ -41,6 +57,11 @@ class NumericFactor {
 
   /// False after a failed refactorization.
   bool valid() const noexcept { return valid_; }
+
+  /// Counts the factorizations of this object (1 after the constructor, incremented at the start of every
+  /// refactorize(), failed ones included). A copy of the values made elsewhere (the GPU solve plan's)
+  /// records the generation it copied, so that it cannot be used once the values have changed.
+  std::uint64_t generation() const noexcept { return generation_; }
 
   const SymbolicFactor& symbolic() const noexcept { return *symbolic_; }
   const std::shared_ptr<const SymbolicFactor>& symbolic_ptr() const noexcept { return symbolic_; }
@@ -61,7 +82,9 @@ class NumericFactor {
 
   std::shared_ptr<const SymbolicFactor> symbolic_;
   int threads_ = 1;
+  FactorProgress progress_;
   bool valid_ = false;
+  std::uint64_t generation_ = 0;
   std::vector<double> values_;
   std::vector<offset_t> update_ptr_;
   std::vector<Update> updates_;
