@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "spade/error.hpp"
+#include "refine_loop.hpp"
 #include "spade/solve.hpp"
 
 namespace spade {
@@ -58,57 +59,61 @@ RefinementStep backward_error(const SparseMatrix& A, const double* b, const doub
   return residual_and_error(A, b, x, r.data());
 }
 
+RefinementResult solve_refined(const SparseMatrix& A, const SolveFunction& solve, const double* B, index_t ldb,
+                               double* X, index_t ldx, index_t nrhs, const RefineOptions& options) {
+  const index_t n = A.rows();
+  if (!A.is_square()) throw InvalidInput("solve_refined: A must be square");
+  if (nrhs < 0 || ldb < std::max<index_t>(1, n) || ldx < std::max<index_t>(1, n))
+    throw InvalidInput("solve_refined: need nrhs >= 0 and leading dimensions >= n");
+  for (index_t r = 0; r < nrhs; ++r)
+    for (index_t i = 0; i < n; ++i)
+      if (!std::isfinite(B[i + static_cast<offset_t>(r) * ldb]))
+        throw InvalidInput("solve: right-hand side entry (" + std::to_string(i) + ", " + std::to_string(r) +
+                           ") is not finite");
+  // D holds the residual B - A X of the latest evaluation, then the correction solved from it.
+  std::vector<double> D(static_cast<std::size_t>(n) * nrhs), previous(D.size());
+  struct HostOps {
+    const SparseMatrix& A;
+    const SolveFunction& solve;
+    const double* B;
+    index_t ldb;
+    double* X;
+    index_t ldx, nrhs, n;
+    std::vector<double>& D;
+    std::vector<double>& previous;
+    void first_solve() {
+      for (index_t r = 0; r < nrhs; ++r)
+        std::copy(B + static_cast<offset_t>(r) * ldb, B + static_cast<offset_t>(r) * ldb + n, X + static_cast<offset_t>(r) * ldx);
+      solve(X, nrhs, ldx);
+    }
+    RefinementStep evaluate() { return spade::evaluate(A, B, ldb, X, ldx, nrhs, D.data()); }
+    void save() {
+      for (index_t r = 0; r < nrhs; ++r)
+        std::copy(X + static_cast<offset_t>(r) * ldx, X + static_cast<offset_t>(r) * ldx + n,
+                  previous.data() + static_cast<offset_t>(r) * n);
+    }
+    void correct() {
+      solve(D.data(), nrhs, std::max<index_t>(n, 1));
+      for (index_t r = 0; r < nrhs; ++r)
+        for (index_t i = 0; i < n; ++i) X[i + static_cast<offset_t>(r) * ldx] += D[i + static_cast<offset_t>(r) * n];
+    }
+    void restore() {
+      for (index_t r = 0; r < nrhs; ++r)
+        std::copy(previous.data() + static_cast<offset_t>(r) * n, previous.data() + static_cast<offset_t>(r + 1) * n,
+                  X + static_cast<offset_t>(r) * ldx);
+    }
+  } ops{A, solve, B, ldb, X, ldx, nrhs, n, D, previous};
+  return refine_loop(ops, options);
+}
+
 RefinementResult solve_refined(const SparseMatrix& A, const NumericFactor& F, const double* B, index_t ldb, double* X,
                                index_t ldx, index_t nrhs, const RefineOptions& options) {
   const index_t n = F.symbolic().n;
   if (A.rows() != n || A.cols() != n)
     throw InvalidInput("solve_refined: A is " + std::to_string(A.rows()) + " x " + std::to_string(A.cols()) +
                        " but the factor is of order " + std::to_string(n));
-  if (nrhs < 0 || ldb < std::max<index_t>(1, n) || ldx < std::max<index_t>(1, n))
-    throw InvalidInput("solve_refined: need nrhs >= 0 and leading dimensions >= n");
-  const double tolerance = options.tolerance > 0 ? options.tolerance : 2 * std::numeric_limits<double>::epsilon();
-  for (index_t r = 0; r < nrhs; ++r)
-    std::copy(B + static_cast<offset_t>(r) * ldb, B + static_cast<offset_t>(r) * ldb + n, X + static_cast<offset_t>(r) * ldx);
-  solve_in_place(F, X, nrhs, ldx);
-
-  RefinementResult result;
-  // D holds the residual B - A X of the latest evaluation, then the correction solved from it.
-  std::vector<double> D(static_cast<std::size_t>(n) * nrhs), previous(D.size());
-  result.steps.push_back(evaluate(A, B, ldb, X, ldx, nrhs, D.data()));
-  for (int step = 1;; ++step) {
-    const RefinementStep& last = result.steps.back();
-    if (last.berr <= tolerance) {
-      result.converged = true;
-      result.stop = RefinementResult::Stop::converged;
-      break;
-    }
-    if (step > options.max_steps) {
-      result.stop = RefinementResult::Stop::max_steps;
-      break;
-    }
-    // X += solve(D) with D = B - A X from the evaluation; keep the previous X in case the step does not help.
-    for (index_t r = 0; r < nrhs; ++r) {
-      const double* x = X + static_cast<offset_t>(r) * ldx;
-      std::copy(x, x + n, previous.data() + static_cast<offset_t>(r) * n);
-    }
-    solve_in_place(F, D.data(), nrhs, std::max<index_t>(n, 1));
-    for (index_t r = 0; r < nrhs; ++r)
-      for (index_t i = 0; i < n; ++i) X[i + static_cast<offset_t>(r) * ldx] += D[i + static_cast<offset_t>(r) * n];
-    const RefinementStep now = evaluate(A, B, ldb, X, ldx, nrhs, D.data());
-    const double before = last.berr;
-    result.steps.push_back(now);
-    if (now.berr > tolerance && now.berr > before / 2) {
-      result.stop = RefinementResult::Stop::stagnated;
-      if (now.berr < before) break;
-      result.solution = result.steps[result.steps.size() - 2];  // undo the step that made things worse
-      for (index_t r = 0; r < nrhs; ++r)
-        std::copy(previous.data() + static_cast<offset_t>(r) * n, previous.data() + static_cast<offset_t>(r + 1) * n,
-                  X + static_cast<offset_t>(r) * ldx);
-      return result;
-    }
-  }
-  result.solution = result.steps.back();
-  return result;
+  return solve_refined(
+      A, [&F](double* Y, index_t k, index_t ld) { solve_in_place(F, Y, k, ld); }, B, ldb, X, ldx, nrhs, options);
 }
 
 }  // namespace spade

@@ -3,6 +3,7 @@
 // error of Oettli and Prager (1964). These are also the CPU fallback of spade's GPU solve.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "spade/cholesky.hpp"
@@ -41,12 +42,22 @@ struct RefinementResult {
   enum class Stop { converged, stagnated, max_steps } stop = Stop::max_steps;
 };
 
+/// An in-place solve X := A^{-1} X of nrhs columns with leading dimension ldx (host memory): the solve that
+/// refinement corrects with (solve_in_place with a host factor, or any other solve of the same A).
+using SolveFunction = std::function<void(double* X, index_t nrhs, index_t ldx)>;
+
 /// Solves A X = B with iterative refinement: x = solve(b); repeat r = b - A x (double), berr = Oettli-Prager
 /// backward error; stop when berr <= tolerance, when a step fails to halve berr (stagnation: the previous,
 /// better iterate is kept), or after max_steps corrections; else x += solve(r).
 /// A is the matrix that was factored (original numbering, both triangles); B and X are n x nrhs,
-/// column-major, host memory, with leading dimensions ldb, ldx >= n; B is not modified.
-/// Throws InvalidInput for mismatched sizes or a NaN/Inf in B.
+/// column-major, host memory, with leading dimensions ldb, ldx >= n; B is not modified. `solve` is called
+/// on X (leading dimension ldx) and on residual blocks (leading dimension n).
+/// Throws InvalidInput for mismatched sizes or a NaN/Inf in B, and whatever `solve` throws.
+RefinementResult solve_refined(const SparseMatrix& A, const SolveFunction& solve, const double* B, index_t ldb,
+                               double* X, index_t ldx, index_t nrhs, const RefineOptions& options = {});
+
+/// solve_refined with the host solve of F (solve_in_place). Throws InvalidInput as above and when A's order
+/// differs from F's.
 RefinementResult solve_refined(const SparseMatrix& A, const NumericFactor& F, const double* B, index_t ldb, double* X,
                                index_t ldx, index_t nrhs, const RefineOptions& options = {});
 

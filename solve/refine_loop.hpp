@@ -1,0 +1,53 @@
+// The iterative-refinement loop shared by the host and the GPU solves (internal header of solve/): the
+// stopping rules of LAPACK's xPORFS with the componentwise backward error of Oettli and Prager (1964).
+#pragma once
+
+#include <limits>
+
+#include "spade/solve.hpp"
+
+namespace spade {
+
+/// Runs refinement through `ops`, which owns B, X, a correction/residual block D and a copy of the previous
+/// X, wherever they live:
+///   ops.first_solve()      X = solve(B)
+///   ops.evaluate()         D = B - A X; returns its RefinementStep (worst over the right-hand sides)
+///   ops.save()             keeps a copy of X
+///   ops.correct()          D = solve(D); X += D
+///   ops.restore()          X = the saved copy
+/// Stops when berr <= tolerance (converged), when a correction fails to halve berr (stagnated: the better
+/// of the last two iterates is kept), or after options.max_steps corrections.
+template <class Ops>
+RefinementResult refine_loop(Ops& ops, const RefineOptions& options) {
+  const double tolerance = options.tolerance > 0 ? options.tolerance : 2 * std::numeric_limits<double>::epsilon();
+  ops.first_solve();
+  RefinementResult result;
+  result.steps.push_back(ops.evaluate());
+  for (int step = 1;; ++step) {
+    const RefinementStep last = result.steps.back();
+    if (last.berr <= tolerance) {
+      result.converged = true;
+      result.stop = RefinementResult::Stop::converged;
+      break;
+    }
+    if (step > options.max_steps) {
+      result.stop = RefinementResult::Stop::max_steps;
+      break;
+    }
+    ops.save();
+    ops.correct();
+    const RefinementStep now = ops.evaluate();
+    result.steps.push_back(now);
+    if (now.berr > tolerance && now.berr > last.berr / 2) {
+      result.stop = RefinementResult::Stop::stagnated;
+      if (now.berr < last.berr) break;
+      result.solution = last;  // undo the step that made things worse
+      ops.restore();
+      return result;
+    }
+  }
+  result.solution = result.steps.back();
+  return result;
+}
+
+}  // namespace spade
