@@ -5,6 +5,7 @@ add_library(spade_host
   factor/cholesky.cpp
   solve/host_solve.cpp
   solve/refine.cpp
+  solve/supernodal_schedule.cpp
   core/matrix_market.cpp
   core/generators.cpp
   ordering/ordering.cpp

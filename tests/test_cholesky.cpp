@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cholmod_reference.hpp"
+#include "condition.hpp"
 #include "spade/cholesky.hpp"
 #include "spade/error.hpp"
 #include "spade/generators.hpp"
@@ -25,7 +26,6 @@ extern "C" {
 void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info);
 void dpotrs_(const char* uplo, const int* n, const int* nrhs, const double* a, const int* lda, double* b,
              const int* ldb, int* info);
-void dlacn2_(const int* n, double* v, double* x, int* isgn, double* est, int* kase, int* isave);
 }
 
 namespace spade {
@@ -381,28 +381,6 @@ TEST(CholeskyErrors, EmptyAndOneByOne) {
 
 class RealSpd : public ::testing::TestWithParam<const char*> {};
 
-/// kappa_1(A) = ||A||_1 ||A^{-1}||_1, the inverse's norm estimated by LAPACK's dlacn2 (Hager's method as
-/// refined by Higham, the estimator of LAPACK's dpocon) from solves with F; A symmetric, so A^{-1} and
-/// A^{-T} are the same solve, and kappa_1 = kappa_inf.
-double condition_estimate(const SparseMatrix& A, const NumericFactor& F) {
-  const int n = A.cols();
-  double norm = 0;
-  for (index_t j = 0; j < n; ++j) {
-    double column = 0;
-    for (offset_t k = A.col_ptr()[j]; k < A.col_ptr()[j + 1]; ++k) column += std::abs(A.values()[k]);
-    norm = std::max(norm, column);
-  }
-  std::vector<double> v(n), x(n);
-  std::vector<int> isgn(n);
-  int kase = 0, isave[3] = {0, 0, 0};
-  double inverse_norm = 0;
-  do {
-    dlacn2_(&n, v.data(), x.data(), isgn.data(), &inverse_norm, &kase, isave);
-    if (kase != 0) solve_in_place(F, x.data(), 1, n);
-  } while (kase != 0);
-  return norm * inverse_norm;
-}
-
 TEST_P(RealSpd, RefinedBackwardErrorBelow1e14AndForwardErrorLikeCholmod) {
   const std::string file = GetParam();
   SPADE_REQUIRE_MATRIX(file);
@@ -430,23 +408,14 @@ TEST_P(RealSpd, RefinedBackwardErrorBelow1e14AndForwardErrorLikeCholmod) {
   // backward error allows (to first order, forward error <= kappa_inf(A) * componentwise backward error):
   // on an ill-conditioned matrix CHOLMOD's error moves with the BLAS kernels (lund_a, kappa_1 about 5e6:
   // CHOLMOD's error 1.7e-13 with OpenBLAS on an AMD EPYC, spade's 2.4e-12).
-  const double kappa = condition_estimate(A, F);
+  const double kappa =
+      testing::condition_estimate(A, [&F](double* x, index_t k, index_t ld) { solve_in_place(F, x, k, ld); });
   EXPECT_LE(err / norm, std::max(10 * err_cholmod / norm + 100 * kEps, 4 * kappa * std::max(r.steps.back().berr, kEps)))
       << file << ": kappa_1 about " << kappa << ", CHOLMOD's error " << err_cholmod / norm;
 }
 
-INSTANTIATE_TEST_SUITE_P(SharedMatrices, RealSpd,
-                         ::testing::Values("494_bus.mtx.gz", "662_bus.mtx.gz", "LF10.mtx.gz", "LFAT5.mtx.gz",
-                                           "Trefethen_500.mtx.gz", "bcsstk01.mtx.gz", "bcsstk02.mtx.gz",
-                                           "bcsstk04.mtx.gz", "bcsstk13.mtx.gz", "bcsstk14.mtx.gz",
-                                           "bcsstk16.mtx.gz", "gr_30_30.mtx.gz", "lund_a.mtx.gz", "mesh1e1.mtx.gz",
-                                           "nos1.mtx.gz", "nos5.mtx.gz", "tomography.mtx.gz", "4elt_lap.mtx.gz",
-                                           "mdual_lap.mtx.gz"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           name = name.substr(0, name.find('.'));
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(SharedMatrices, RealSpd, ::testing::ValuesIn(testing::spd_matrices()),
+                         [](const auto& info) { return testing::matrix_test_name(info.param); });
 
 }  // namespace
 }  // namespace spade

@@ -1,0 +1,243 @@
+// The supernodal solve schedule and its host reference (see supernodal_schedule.hpp).
+#include "supernodal_schedule.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "../core/blas.hpp"
+#include "spade/error.hpp"
+
+namespace spade {
+namespace {
+
+/// Children of every supernode (and, under the index num_supernodes, the roots), ascending, in CSR form.
+struct Children {
+  std::vector<index_t> ptr, list;
+  Children(const SymbolicFactor& S) : ptr(static_cast<std::size_t>(S.num_supernodes) + 2, 0) {
+    const index_t ns = S.num_supernodes;
+    auto slot = [&](index_t s) { return S.super_parent[s] < 0 ? ns : S.super_parent[s]; };
+    for (index_t s = 0; s < ns; ++s) ++ptr[slot(s) + 1];
+    for (index_t p = 0; p <= ns; ++p) ptr[p + 1] += ptr[p];
+    list.resize(static_cast<std::size_t>(ns));
+    std::vector<index_t> next(ptr.begin(), ptr.end() - 1);
+    for (index_t s = 0; s < ns; ++s) list[next[slot(s)]++] = s;  // ascending within each parent
+  }
+};
+
+}  // namespace
+
+SupernodalSchedule build_schedule(const SymbolicFactor& S) {
+  using Schedule = SupernodalSchedule;
+  const index_t ns = S.num_supernodes;
+  Schedule out;
+  out.units.assign(static_cast<std::size_t>(ns), 0);
+  out.need.assign(static_cast<std::size_t>(ns), 0);
+
+  // Subtree sizes; the supernodes are numbered in a postorder of the assembly tree, so children come first.
+  std::vector<offset_t> sub_entries(ns, 0);
+  std::vector<index_t> sub_cols(ns, 0), sub_count(ns, 0), first(ns);
+  std::vector<index_t> path_cols(ns, 0);
+  for (index_t s = 0; s < ns; ++s) first[s] = s;
+  for (index_t s = 0; s < ns; ++s) {
+    const offset_t k = S.supernode_cols(s), m = S.supernode_rows(s);
+    sub_entries[s] += k * m;
+    sub_cols[s] += static_cast<index_t>(k);
+    sub_count[s] += 1;
+    const index_t p = S.super_parent[s];
+    if (p < 0) continue;
+    if (p <= s) throw InvalidInput("build_schedule: the supernodes are not numbered children before parents");
+    sub_entries[p] = std::min(sub_entries[p] + sub_entries[s], std::numeric_limits<offset_t>::max() / 2);
+    sub_cols[p] += sub_cols[s];
+    sub_count[p] += sub_count[s];
+    first[p] = std::min(first[p], first[s]);
+  }
+  for (index_t s = ns - 1; s >= 0; --s) {
+    const index_t p = S.super_parent[s];
+    path_cols[s] = S.supernode_cols(s) + (p < 0 ? 0 : path_cols[p]);
+    out.critical_columns = std::max(out.critical_columns, path_cols[s]);
+  }
+  std::vector<char> small(ns);
+  for (index_t s = 0; s < ns; ++s) {
+    small[s] = sub_entries[s] <= Schedule::kGroupEntries && sub_cols[s] <= Schedule::kGroupColumns;
+    if (s - first[s] + 1 != sub_count[s])
+      throw InvalidInput("build_schedule: the subtree of supernode " + std::to_string(s) + " is not contiguous");
+  }
+
+  // Groups: runs of consecutive small children of one parent (or consecutive small roots), packed greedily
+  // while the group stays within kGroupEntries and kGroupColumns. Consecutive children's subtrees are
+  // adjacent in a postorder, so a run is one contiguous range.
+  const Children children(S);
+  for (index_t p = 0; p <= ns; ++p) {
+    if (p < ns && small[p]) continue;  // inside a group already
+    index_t start = -1, last = -1, cols = 0;
+    offset_t entries = 0;
+    auto flush = [&] {
+      if (start < 0) return;
+      out.tasks.push_back(SolveTask{start, last, -1, 0});
+      out.grouped_supernodes += last - start + 1;
+      if (p < ns) ++out.need[p];
+      start = -1;
+    };
+    for (index_t q = children.ptr[p]; q < children.ptr[p + 1]; ++q) {
+      const index_t c = children.list[q];
+      if (!small[c]) {
+        flush();
+        continue;
+      }
+      if (start >= 0 && (entries + sub_entries[c] > Schedule::kGroupEntries ||
+                         cols + sub_cols[c] > Schedule::kGroupColumns))
+        flush();
+      if (start < 0) {
+        start = first[c];
+        entries = 0;
+        cols = 0;
+      } else if (first[c] != last + 1) {
+        throw InvalidInput("build_schedule: sibling subtrees are not adjacent in the supernode numbering");
+      }
+      entries += sub_entries[c];
+      cols += sub_cols[c];
+      last = c;
+    }
+    flush();
+  }
+  out.num_groups = static_cast<index_t>(out.tasks.size());
+
+  // Tiled supernodes: every supernode outside the groups, by height in the tree of tiled supernodes.
+  std::vector<index_t> height(ns, 0), child_height(ns, 0), tiled;
+  for (index_t s = 0; s < ns; ++s) {
+    if (small[s]) continue;
+    height[s] = child_height[s] + 1;
+    out.height = std::max(out.height, height[s]);
+    const index_t p = S.super_parent[s];
+    if (p >= 0) child_height[p] = std::max(child_height[p], height[s]);
+    tiled.push_back(s);
+  }
+  std::stable_sort(tiled.begin(), tiled.end(), [&](index_t a, index_t b) { return height[a] < height[b]; });
+  out.tiled_supernodes = static_cast<index_t>(tiled.size());
+  const index_t T = Schedule::kTile;
+  for (index_t s : tiled) {
+    const index_t k = S.supernode_cols(s), m = S.supernode_rows(s);
+    offset_t count = 0;
+    for (index_t col0 = 0; col0 < k; col0 += T)
+      for (index_t row0 = col0; row0 < m; row0 += T, ++count) out.tasks.push_back(SolveTask{s, s, row0, col0});
+    if (count > std::numeric_limits<index_t>::max() / 4 ||
+        out.tasks.size() > static_cast<std::size_t>(std::numeric_limits<index_t>::max() / 4))
+      throw ResourceError("build_schedule: too many tiles for 32-bit counters");
+    out.units[s] = static_cast<index_t>(count);
+    out.split_rows_max = std::max<offset_t>(out.split_rows_max, m);
+    const index_t p = S.super_parent[s];
+    if (p >= 0) {
+      if (static_cast<offset_t>(out.need[p]) + count > std::numeric_limits<index_t>::max() / 4)
+        throw ResourceError("build_schedule: too many tiles for 32-bit counters");
+      out.need[p] += static_cast<index_t>(count);
+    }
+  }
+
+  for (index_t s = 0; s < ns; ++s)
+    (S.supernode_cols(s) <= Schedule::kSmallInverse ? out.small_inverse : out.large_inverse).push_back(s);
+  return out;
+}
+
+void invert_supernodes_reference(const SymbolicFactor& S, double* values) {
+  const double one = 1.0;
+  for (index_t s = 0; s < S.num_supernodes; ++s) {
+    const int k = S.supernode_cols(s), m = S.supernode_rows(s), below = m - k;
+    double* panel = values + S.panel_offset[s];
+    if (below > 0) dtrsm_("R", "L", "N", "N", &below, &k, &one, panel, &m, panel + k, &m);
+    int info = 0;
+    dtrtri_("L", "N", &k, panel, &m, &info);
+    if (info > 0)
+      throw NumericalError(NumericalError::Kind::singular, S.perm[S.supernode_begin[s] + info - 1],
+                           "invert_supernodes_reference: zero diagonal entry in supernode " + std::to_string(s));
+    for (int c = 1; c < k; ++c)
+      for (int r = 0; r < c; ++r) panel[r + static_cast<offset_t>(c) * m] = 0.0;
+  }
+}
+
+void schedule_solve_reference(const SymbolicFactor& S, const SupernodalSchedule& schedule, const double* inverted,
+                              const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs) {
+  const index_t n = S.n;
+  if (nrhs < 0 || ldb < std::max<index_t>(1, n) || ldx < std::max<index_t>(1, n))
+    throw InvalidInput("schedule_solve_reference: need nrhs >= 0 and leading dimensions >= max(1, n)");
+  const index_t T = SupernodalSchedule::kTile;
+  std::vector<double> acc(n), y(n), x(n), local(SupernodalSchedule::kGroupColumns);
+  for (index_t j = 0; j < nrhs; ++j) {
+    const double* b = B + static_cast<offset_t>(j) * ldb;
+    std::fill(acc.begin(), acc.end(), 0.0);
+    std::fill(y.begin(), y.end(), 0.0);
+    std::fill(x.begin(), x.end(), 0.0);
+    // Forward: z = M_s r_s, rows < k into y, the rest subtracted from the rows below.
+    for (const SolveTask& t : schedule.tasks) {
+      if (t.row0 < 0) {
+        const index_t lo = S.supernode_begin[t.first], hi = S.supernode_begin[t.last + 1];
+        for (index_t c = lo; c < hi; ++c) local[c - lo] = b[S.perm[c]];
+        for (index_t s = t.first; s <= t.last; ++s) {
+          const index_t f = S.supernode_begin[s], k = S.supernode_cols(s), m = S.supernode_rows(s);
+          const double* M = inverted + S.panel_offset[s];
+          const index_t* rows = S.row_indices.data() + S.row_ptr[s];
+          for (index_t row = 0; row < m; ++row) {
+            double z = 0;
+            for (index_t c = 0; c < k; ++c) z += M[row + static_cast<offset_t>(c) * m] * local[f - lo + c];
+            if (row < k)
+              y[f + row] = z;
+            else if (rows[row] < hi)
+              local[rows[row] - lo] -= z;
+            else
+              acc[rows[row]] += z;
+          }
+        }
+      } else {
+        const index_t s = t.first, f = S.supernode_begin[s], k = S.supernode_cols(s), m = S.supernode_rows(s);
+        const double* M = inverted + S.panel_offset[s];
+        const index_t* rows = S.row_indices.data() + S.row_ptr[s];
+        const index_t c_end = std::min(k, t.col0 + T), r_end = std::min(m, t.row0 + T);
+        for (index_t row = t.row0; row < r_end; ++row) {
+          double z = 0;
+          for (index_t c = t.col0; c < c_end; ++c)
+            z += M[row + static_cast<offset_t>(c) * m] * (b[S.perm[f + c]] - acc[f + c]);
+          if (row < k)
+            y[f + row] += z;
+          else
+            acc[rows[row]] += z;
+        }
+      }
+    }
+    // Backward, tasks in reverse: x_s = M_s^T [y_s; -x(rows)].
+    for (auto it = schedule.tasks.rbegin(); it != schedule.tasks.rend(); ++it) {
+      const SolveTask& t = *it;
+      if (t.row0 < 0) {
+        const index_t lo = S.supernode_begin[t.first], hi = S.supernode_begin[t.last + 1];
+        for (index_t s = t.last; s >= t.first; --s) {
+          const index_t f = S.supernode_begin[s], k = S.supernode_cols(s), m = S.supernode_rows(s);
+          const double* M = inverted + S.panel_offset[s];
+          const index_t* rows = S.row_indices.data() + S.row_ptr[s];
+          for (index_t c = 0; c < k; ++c) {
+            double sum = 0;
+            for (index_t row = 0; row < m; ++row) {
+              const double v = row < k ? y[f + row] : -(rows[row] < hi ? local[rows[row] - lo] : x[rows[row]]);
+              sum += M[row + static_cast<offset_t>(c) * m] * v;
+            }
+            local[f - lo + c] = sum;
+          }
+        }
+        for (index_t c = lo; c < hi; ++c) x[c] = local[c - lo];
+      } else {
+        const index_t s = t.first, f = S.supernode_begin[s], k = S.supernode_cols(s), m = S.supernode_rows(s);
+        const double* M = inverted + S.panel_offset[s];
+        const index_t* rows = S.row_indices.data() + S.row_ptr[s];
+        const index_t c_end = std::min(k, t.col0 + T), r_end = std::min(m, t.row0 + T);
+        for (index_t c = t.col0; c < c_end; ++c) {
+          double sum = 0;
+          for (index_t row = t.row0; row < r_end; ++row)
+            sum += M[row + static_cast<offset_t>(c) * m] * (row < k ? y[f + row] : -x[rows[row]]);
+          x[f + c] += sum;
+        }
+      }
+    }
+    double* out = X + static_cast<offset_t>(j) * ldx;
+    for (index_t i = 0; i < n; ++i) out[S.perm[i]] = x[i];
+  }
+}
+
+}  // namespace spade
