@@ -64,6 +64,15 @@ SupernodalSchedule build_schedule(const SymbolicFactor& S) {
       throw InvalidInput("build_schedule: the subtree of supernode " + std::to_string(s) + " is not contiguous");
   }
 
+  // Levels: depth[s] = supernodes from s to its root (1 at a root); the height of a tiled supernode counts
+  // the tasks below it (a group 1).
+  std::vector<index_t> depth(ns, 1);
+  for (index_t s = ns - 1; s >= 0; --s)
+    if (S.super_parent[s] >= 0) depth[s] = depth[S.super_parent[s]] + 1;
+  std::vector<index_t> child_height(ns, 0), task_height(ns, 0);
+  // Sort keys of the tasks, in the order they are made: forward (level) and backward (height).
+  std::vector<index_t> level, tall;
+
   // Groups: runs of consecutive small children of one parent (or consecutive small roots), packed greedily
   // while the group stays within kGroupEntries and kGroupColumns. Consecutive children's subtrees are
   // adjacent in a postorder, so a run is one contiguous range.
@@ -75,8 +84,13 @@ SupernodalSchedule build_schedule(const SymbolicFactor& S) {
     auto flush = [&] {
       if (start < 0) return;
       out.tasks.push_back(SolveTask{start, last, -1, 0});
+      level.push_back(p < ns ? depth[p] + 1 : 1);
+      tall.push_back(0);
       out.grouped_supernodes += last - start + 1;
-      if (p < ns) ++out.need[p];
+      if (p < ns) {
+        ++out.need[p];
+        child_height[p] = std::max<index_t>(child_height[p], 1);
+      }
       start = -1;
     };
     for (index_t q = children.ptr[p]; q < children.ptr[p + 1]; ++q) {
@@ -103,24 +117,32 @@ SupernodalSchedule build_schedule(const SymbolicFactor& S) {
   }
   out.num_groups = static_cast<index_t>(out.tasks.size());
 
-  // Tiled supernodes: every supernode outside the groups, by height in the tree of tiled supernodes.
-  std::vector<index_t> height(ns, 0), child_height(ns, 0), tiled;
+  // Tiled supernodes: every supernode outside the groups; heights count tiled supernodes (for the report)
+  // and tasks (for the backward order).
+  std::vector<index_t> height(ns, 0), tiled_child_height(ns, 0);
   for (index_t s = 0; s < ns; ++s) {
     if (small[s]) continue;
-    height[s] = child_height[s] + 1;
+    height[s] = tiled_child_height[s] + 1;
+    task_height[s] = child_height[s] + 1;
     out.height = std::max(out.height, height[s]);
     const index_t p = S.super_parent[s];
-    if (p >= 0) child_height[p] = std::max(child_height[p], height[s]);
-    tiled.push_back(s);
+    if (p >= 0) {
+      tiled_child_height[p] = std::max(tiled_child_height[p], height[s]);
+      child_height[p] = std::max(child_height[p], task_height[s]);
+    }
   }
-  std::stable_sort(tiled.begin(), tiled.end(), [&](index_t a, index_t b) { return height[a] < height[b]; });
-  out.tiled_supernodes = static_cast<index_t>(tiled.size());
   const index_t T = Schedule::kTile;
-  for (index_t s : tiled) {
+  for (index_t s = 0; s < ns; ++s) {
+    if (small[s]) continue;
+    ++out.tiled_supernodes;
     const index_t k = S.supernode_cols(s), m = S.supernode_rows(s);
     offset_t count = 0;
     for (index_t col0 = 0; col0 < k; col0 += T)
-      for (index_t row0 = col0; row0 < m; row0 += T, ++count) out.tasks.push_back(SolveTask{s, s, row0, col0});
+      for (index_t row0 = col0; row0 < m; row0 += T, ++count) {
+        out.tasks.push_back(SolveTask{s, s, row0, col0});
+        level.push_back(depth[s]);
+        tall.push_back(task_height[s]);
+      }
     if (count > std::numeric_limits<index_t>::max() / 4 ||
         out.tasks.size() > static_cast<std::size_t>(std::numeric_limits<index_t>::max() / 4))
       throw ResourceError("build_schedule: too many tiles for 32-bit counters");
@@ -133,6 +155,22 @@ SupernodalSchedule build_schedule(const SymbolicFactor& S) {
       out.need[p] += static_cast<index_t>(count);
     }
   }
+
+  // The two orders (stable: tiles of a supernode stay together, in row order within column blocks).
+  std::vector<std::size_t> order(out.tasks.size());
+  for (std::size_t t = 0; t < order.size(); ++t) order[t] = t;
+  std::vector<std::size_t> backward = order;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return level[a] > level[b]; });
+  std::stable_sort(backward.begin(), backward.end(), [&](std::size_t a, std::size_t b) {
+    return tall[a] != tall[b] ? tall[a] > tall[b] : level[a] < level[b];
+  });
+  std::vector<SolveTask> forward(out.tasks.size());
+  out.backward.resize(out.tasks.size());
+  for (std::size_t t = 0; t < order.size(); ++t) {
+    forward[t] = out.tasks[order[t]];
+    out.backward[t] = out.tasks[backward[t]];
+  }
+  out.tasks = std::move(forward);
 
   for (index_t s = 0; s < ns; ++s)
     (S.supernode_cols(s) <= Schedule::kSmallInverse ? out.small_inverse : out.large_inverse).push_back(s);
@@ -203,9 +241,8 @@ void schedule_solve_reference(const SymbolicFactor& S, const SupernodalSchedule&
         }
       }
     }
-    // Backward, tasks in reverse: x_s = M_s^T [y_s; -x(rows)].
-    for (auto it = schedule.tasks.rbegin(); it != schedule.tasks.rend(); ++it) {
-      const SolveTask& t = *it;
+    // Backward: x_s = M_s^T [y_s; -x(rows)].
+    for (const SolveTask& t : schedule.backward) {
       if (t.row0 < 0) {
         const index_t lo = S.supernode_begin[t.first], hi = S.supernode_begin[t.last + 1];
         for (index_t s = t.last; s >= t.first; --s) {

@@ -36,6 +36,7 @@ namespace spade {
 ///    memory; only updates of rows outside the group go to global memory (atomics).
 ///  - tile (row0 >= 0): rows row0 .. row0+kTile-1 and columns col0 .. col0+kTile-1 (clipped to the panel)
 ///    of supernode first (== last), row0 >= col0 (tiles strictly above V's diagonal are zero and skipped).
+///    A group's rows are at most its entries (every supernode has a column), so kGroupEntries bounds both.
 struct SolveTask {
   index_t first = 0;
   index_t last = 0;
@@ -44,21 +45,27 @@ struct SolveTask {
 };
 
 struct SupernodalSchedule {
-  /// Rows and columns of a tile.
-  static constexpr int kTile = 64;
-  /// A group holds at most this many panel entries and columns: about one tile's worth of data, and the
-  /// columns' right-hand sides fit the warp's shared-memory slice (kTile x nrhs per pass).
-  static constexpr offset_t kGroupEntries = 4096;
-  static constexpr index_t kGroupColumns = kTile;
+  /// Rows and columns of a tile: one warp holds a tile in registers (32 values a lane) while it waits.
+  static constexpr int kTile = 32;
+  /// A group holds at most this many panel entries and columns: half a tile's worth of data, so that the
+  /// whole group sits in the warp's shared-memory slice and its supernodes follow one another without
+  /// a round trip to memory.
+  static constexpr offset_t kGroupEntries = 512;
+  static constexpr index_t kGroupColumns = 64;
   /// Supernodes at most this wide are inverted by one warp on the GPU (32 x 32 tiles); wider ones by
   /// cuSOLVER's trtri and cuBLAS's trsm.
   static constexpr index_t kSmallInverse = 32;
 
-  /// The tasks in forward order (a topological order of the dependencies: groups first, then tiled
-  /// supernodes by height in the tree of tiled supernodes, then by index); the backward sweep takes
-  /// them in reverse order.
+  /// The tasks in the order the forward sweep hands them out: by decreasing distance to the root (a task's
+  /// level: 1 for a root's tiles, one more per supernode below), the highest-level-first rule of Hu ("Parallel
+  /// sequencing and assembly line problems", Operations Research 9(6), 1961), which keeps the tasks whose
+  /// completion the most work still waits for at the head of the queue; a child's level exceeds its
+  /// parent's, so the order is topological. Tiles of one supernode are contiguous.
   std::vector<SolveTask> tasks;
-  index_t num_groups = 0;  ///< tasks[0 .. num_groups) are groups
+  /// The same tasks in the backward sweep's order: by decreasing height (the longest chain of tasks below,
+  /// groups counting one), parents before children.
+  std::vector<SolveTask> backward;
+  index_t num_groups = 0;  ///< group tasks
 
   /// Per supernode (num_supernodes entries):
   std::vector<index_t> units;  ///< tasks that finish a tiled supernode (its tiles); 0 inside groups
@@ -86,8 +93,8 @@ SupernodalSchedule build_schedule(const SymbolicFactor& S);
 /// Throws NumericalError (singular) if a diagonal entry is zero.
 void invert_supernodes_reference(const SymbolicFactor& S, double* values);
 
-/// Host reference of the GPU solve: runs the schedule's tasks one after another, forward in order and
-/// backward in reverse, with the arithmetic of the kernels (tiles of M_s, groups supernode by supernode)
+/// Host reference of the GPU solve: runs the schedule's tasks one after another, forward and backward in
+/// their orders, with the arithmetic of the kernels (tiles of M_s, groups supernode by supernode)
 /// on `inverted` (from invert_supernodes_reference). B and X are n x nrhs, column-major, leading
 /// dimensions ldb, ldx >= n, host memory, original numbering (the permutation is applied inside); X may
 /// equal B. Throws InvalidInput for nrhs < 0 or a leading dimension < max(1, n).
