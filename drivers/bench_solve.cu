@@ -1,0 +1,564 @@
+// bench_solve: spade's GPU solve phase against its baselines, in one process on the same factor.
+//
+// For each matrix: analyze and factorize through the Solver facade (the GPU plan built beside the host
+// factorization), then time on the same factor L:
+//   - spade's GPU solve, forward + backward sweeps (CUDA events around the two kernels of each pass, as the
+//     facade reports them; right-hand sides already on the device), nrhs = 1 and 16;
+//   - spade's host supernodal solve (solve_in_place, wall clock, --threads BLAS threads), nrhs = 1;
+//   - cuSPARSE SpSV (nrhs = 1) and SpSM (nrhs = 16) on spade's L exported to CSR (32-bit indices): L y = b
+//     then L^T x = y, both analyses done beforehand (their time is reported apart), CUDA events;
+//   - the floor: L's values and row indices (12 bytes per entry, CSR-equivalent) read twice, over the
+//     copy bandwidth measured here (a device-to-device copy, bytes read plus written);
+//   - the plan's build time, the time the caller waits after the host factorization returns (first
+//     factorization and refactorization), and a refined solution with two correction steps.
+// Medians of repeated runs after warm-up. Prints one markdown table, the device and the command line.
+#include <CLI/CLI.hpp>
+#include <cuda_runtime.h>
+#include <cusparse.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../core/blas.hpp"
+#include "../kernels/cuda_check.hpp"
+#include "../solve/gpu_solve.hpp"
+#include "../solve/supernodal_schedule.hpp"
+#include "spade/error.hpp"
+#include "spade/generators.hpp"
+#include "spade/matrix_market.hpp"
+#include "spade/solve.hpp"
+#include "spade/solver.hpp"
+#include "../tests/test_matrices.hpp"
+
+namespace {
+
+using spade::index_t;
+using spade::offset_t;
+using Clock = std::chrono::steady_clock;
+
+#define CUSPARSE_CHECK(call)                                                                    \
+  do {                                                                                          \
+    const cusparseStatus_t status_ = (call);                                                    \
+    if (status_ != CUSPARSE_STATUS_SUCCESS)                                                     \
+      throw spade::ResourceError(std::string(#call) + ": " + cusparseGetErrorString(status_)); \
+  } while (0)
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? NAN : v[v.size() / 2];
+}
+
+double wall(const std::function<void()>& f) {
+  const auto t0 = Clock::now();
+  f();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+template <typename T>
+struct DeviceVector {
+  T* p = nullptr;
+  std::size_t count = 0;
+  explicit DeviceVector(std::size_t c) : count(c) { SPADE_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(c, 1) * sizeof(T))); }
+  explicit DeviceVector(const std::vector<T>& h) : DeviceVector(h.size()) {
+    SPADE_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~DeviceVector() { cudaFree(p); }
+  DeviceVector(const DeviceVector&) = delete;
+  DeviceVector& operator=(const DeviceVector&) = delete;
+};
+
+/// Copy bandwidth in bytes/s (read plus written) of a 1 GiB device-to-device copy, median of 10.
+double copy_bandwidth() {
+  const std::size_t bytes = std::size_t(1) << 30;
+  DeviceVector<char> a(bytes), b(bytes);
+  SPADE_CUDA_CHECK(cudaMemset(a.p, 1, bytes));
+  cudaEvent_t e0, e1;
+  SPADE_CUDA_CHECK(cudaEventCreate(&e0));
+  SPADE_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int r = 0; r < 12; ++r) {
+    SPADE_CUDA_CHECK(cudaEventRecord(e0));
+    SPADE_CUDA_CHECK(cudaMemcpy(b.p, a.p, bytes, cudaMemcpyDeviceToDevice));
+    SPADE_CUDA_CHECK(cudaEventRecord(e1));
+    SPADE_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (r >= 2) t.push_back(ms * 1e-3);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return 2.0 * bytes / median(t);
+}
+
+/// spade's L (the host factor, not inverted) in CSR: row i's entries by increasing column, 32-bit indices.
+struct Csr {
+  index_t n = 0;
+  std::vector<int> ptr, col;
+  std::vector<double> val;
+};
+
+Csr factor_to_csr(const spade::NumericFactor& F) {
+  const spade::SymbolicFactor& S = F.symbolic();
+  Csr L;
+  L.n = S.n;
+  if (S.nnz_l > std::numeric_limits<int>::max()) throw spade::ResourceError("nnz(L) does not fit cuSPARSE's 32-bit CSR");
+  L.ptr.assign(static_cast<std::size_t>(S.n) + 1, 0);
+  for (index_t s = 0; s < S.num_supernodes; ++s) {
+    const index_t k = S.supernode_cols(s), m = S.supernode_rows(s);
+    const index_t* rows = S.row_indices.data() + S.row_ptr[s];
+    for (index_t c = 0; c < k; ++c)
+      for (index_t r = c; r < m; ++r) ++L.ptr[rows[r] + 1];
+  }
+  for (index_t i = 0; i < S.n; ++i) L.ptr[i + 1] += L.ptr[i];
+  L.col.resize(L.ptr[S.n]);
+  L.val.resize(L.ptr[S.n]);
+  std::vector<int> next(L.ptr.begin(), L.ptr.end() - 1);
+  for (index_t s = 0; s < S.num_supernodes; ++s) {  // columns ascending: rows come out sorted
+    const index_t f = S.supernode_begin[s], k = S.supernode_cols(s), m = S.supernode_rows(s);
+    const index_t* rows = S.row_indices.data() + S.row_ptr[s];
+    const double* panel = F.panel(s);
+    for (index_t c = 0; c < k; ++c)
+      for (index_t r = c; r < m; ++r) {
+        L.col[next[rows[r]]] = f + c;
+        L.val[next[rows[r]]++] = panel[r + static_cast<offset_t>(c) * m];
+      }
+  }
+  return L;
+}
+
+/// Events around `run` on the legacy stream, median over `reps` after `warm` warm-ups, seconds.
+double event_median(const std::function<void()>& run, int warm, int reps) {
+  cudaEvent_t e0, e1;
+  SPADE_CUDA_CHECK(cudaEventCreate(&e0));
+  SPADE_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int r = 0; r < warm + reps; ++r) {
+    SPADE_CUDA_CHECK(cudaEventRecord(e0));
+    run();
+    SPADE_CUDA_CHECK(cudaEventRecord(e1));
+    SPADE_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (r >= warm) t.push_back(ms * 1e-3);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return median(t);
+}
+
+struct CusparseTimes {
+  double analysis = NAN, spsv = NAN, spsm = NAN;
+  double error = 0;  // max relative difference of its nrhs = 1 solution from spade's
+};
+
+/// cuSPARSE SpSV (L then L^T, one right-hand side) and SpSM (16) on L; b and x are device vectors.
+CusparseTimes run_cusparse(const Csr& L, const std::vector<double>& b, const std::vector<double>& x_spade, int nrhs16,
+                           int reps) {
+  CusparseTimes t;
+  cusparseHandle_t handle;
+  CUSPARSE_CHECK(cusparseCreate(&handle));
+  const index_t n = L.n;
+  DeviceVector<int> ptr(L.ptr), col(L.col);
+  DeviceVector<double> val(L.val), db(b), dy(static_cast<std::size_t>(n)), dx(static_cast<std::size_t>(n));
+  cusparseSpMatDescr_t A;
+  CUSPARSE_CHECK(cusparseCreateCsr(&A, n, n, L.ptr[n], ptr.p, col.p, val.p, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+                                   CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F));
+  cusparseFillMode_t fill = CUSPARSE_FILL_MODE_LOWER;
+  cusparseDiagType_t diag = CUSPARSE_DIAG_TYPE_NON_UNIT;
+  CUSPARSE_CHECK(cusparseSpMatSetAttribute(A, CUSPARSE_SPMAT_FILL_MODE, &fill, sizeof(fill)));
+  CUSPARSE_CHECK(cusparseSpMatSetAttribute(A, CUSPARSE_SPMAT_DIAG_TYPE, &diag, sizeof(diag)));
+  const double one = 1.0;
+  cusparseDnVecDescr_t vb, vy, vx;
+  CUSPARSE_CHECK(cusparseCreateDnVec(&vb, n, db.p, CUDA_R_64F));
+  CUSPARSE_CHECK(cusparseCreateDnVec(&vy, n, dy.p, CUDA_R_64F));
+  CUSPARSE_CHECK(cusparseCreateDnVec(&vx, n, dx.p, CUDA_R_64F));
+  cusparseSpSVDescr_t fwd, bwd;
+  CUSPARSE_CHECK(cusparseSpSV_createDescr(&fwd));
+  CUSPARSE_CHECK(cusparseSpSV_createDescr(&bwd));
+  std::size_t bytes_f = 0, bytes_b = 0;
+  CUSPARSE_CHECK(cusparseSpSV_bufferSize(handle, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, A, vb, vy, CUDA_R_64F,
+                                         CUSPARSE_SPSV_ALG_DEFAULT, fwd, &bytes_f));
+  CUSPARSE_CHECK(cusparseSpSV_bufferSize(handle, CUSPARSE_OPERATION_TRANSPOSE, &one, A, vy, vx, CUDA_R_64F,
+                                         CUSPARSE_SPSV_ALG_DEFAULT, bwd, &bytes_b));
+  DeviceVector<char> buf_f(bytes_f), buf_b(bytes_b);
+  t.analysis = wall([&] {
+    CUSPARSE_CHECK(cusparseSpSV_analysis(handle, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, A, vb, vy, CUDA_R_64F,
+                                         CUSPARSE_SPSV_ALG_DEFAULT, fwd, buf_f.p));
+    CUSPARSE_CHECK(cusparseSpSV_analysis(handle, CUSPARSE_OPERATION_TRANSPOSE, &one, A, vy, vx, CUDA_R_64F,
+                                         CUSPARSE_SPSV_ALG_DEFAULT, bwd, buf_b.p));
+    SPADE_CUDA_CHECK(cudaDeviceSynchronize());
+  });
+  t.spsv = event_median(
+      [&] {
+        CUSPARSE_CHECK(cusparseSpSV_solve(handle, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, A, vb, vy, CUDA_R_64F,
+                                          CUSPARSE_SPSV_ALG_DEFAULT, fwd));
+        CUSPARSE_CHECK(cusparseSpSV_solve(handle, CUSPARSE_OPERATION_TRANSPOSE, &one, A, vy, vx, CUDA_R_64F,
+                                          CUSPARSE_SPSV_ALG_DEFAULT, bwd));
+      },
+      1, reps);
+  // cuSPARSE solves the permuted system: compare with spade's solution in the same numbering.
+  std::vector<double> x(n);
+  SPADE_CUDA_CHECK(cudaMemcpy(x.data(), dx.p, n * sizeof(double), cudaMemcpyDeviceToHost));
+  double diff = 0, norm = 0;
+  for (index_t i = 0; i < n; ++i) {
+    diff = std::max(diff, std::abs(x[i] - x_spade[i]));
+    norm = std::max(norm, std::abs(x_spade[i]));
+  }
+  t.error = diff / norm;
+  cusparseSpSV_destroyDescr(fwd);
+  cusparseSpSV_destroyDescr(bwd);
+  cusparseDestroyDnVec(vb);
+  cusparseDestroyDnVec(vy);
+  cusparseDestroyDnVec(vx);
+
+  // SpSM with 16 right-hand sides.
+  DeviceVector<double> mb(static_cast<std::size_t>(n) * nrhs16), my(mb.count), mx(mb.count);
+  for (int j = 0; j < nrhs16; ++j)
+    SPADE_CUDA_CHECK(cudaMemcpy(mb.p + static_cast<std::size_t>(j) * n, db.p, n * sizeof(double), cudaMemcpyDeviceToDevice));
+  cusparseDnMatDescr_t B, Y, X;
+  CUSPARSE_CHECK(cusparseCreateDnMat(&B, n, nrhs16, n, mb.p, CUDA_R_64F, CUSPARSE_ORDER_COL));
+  CUSPARSE_CHECK(cusparseCreateDnMat(&Y, n, nrhs16, n, my.p, CUDA_R_64F, CUSPARSE_ORDER_COL));
+  CUSPARSE_CHECK(cusparseCreateDnMat(&X, n, nrhs16, n, mx.p, CUDA_R_64F, CUSPARSE_ORDER_COL));
+  cusparseSpSMDescr_t sf, sb;
+  CUSPARSE_CHECK(cusparseSpSM_createDescr(&sf));
+  CUSPARSE_CHECK(cusparseSpSM_createDescr(&sb));
+  const cusparseOperation_t N = CUSPARSE_OPERATION_NON_TRANSPOSE, T = CUSPARSE_OPERATION_TRANSPOSE;
+  CUSPARSE_CHECK(cusparseSpSM_bufferSize(handle, N, N, &one, A, B, Y, CUDA_R_64F, CUSPARSE_SPSM_ALG_DEFAULT, sf, &bytes_f));
+  CUSPARSE_CHECK(cusparseSpSM_bufferSize(handle, T, N, &one, A, Y, X, CUDA_R_64F, CUSPARSE_SPSM_ALG_DEFAULT, sb, &bytes_b));
+  DeviceVector<char> sbuf_f(bytes_f), sbuf_b(bytes_b);
+  CUSPARSE_CHECK(cusparseSpSM_analysis(handle, N, N, &one, A, B, Y, CUDA_R_64F, CUSPARSE_SPSM_ALG_DEFAULT, sf, sbuf_f.p));
+  CUSPARSE_CHECK(cusparseSpSM_analysis(handle, T, N, &one, A, Y, X, CUDA_R_64F, CUSPARSE_SPSM_ALG_DEFAULT, sb, sbuf_b.p));
+  t.spsm = event_median(
+      [&] {
+        CUSPARSE_CHECK(cusparseSpSM_solve(handle, N, N, &one, A, B, Y, CUDA_R_64F, CUSPARSE_SPSM_ALG_DEFAULT, sf));
+        CUSPARSE_CHECK(cusparseSpSM_solve(handle, T, N, &one, A, Y, X, CUDA_R_64F, CUSPARSE_SPSM_ALG_DEFAULT, sb));
+      },
+      1, std::max(1, reps / 2));
+  cusparseSpSM_destroyDescr(sf);
+  cusparseSpSM_destroyDescr(sb);
+  cusparseDestroyDnMat(B);
+  cusparseDestroyDnMat(Y);
+  cusparseDestroyDnMat(X);
+  cusparseDestroySpMat(A);
+  cusparseDestroy(handle);
+  return t;
+}
+
+/// Where a sweep's time goes, from a traced solve: its span, and its critical chain (forward: from the
+/// supernode that finished last down through the children that released it last; backward: from the task
+/// that finished last up to its root) split into hand-offs (a supernode's first tile past its wait, minus
+/// the moment the last task it waited for counted itself done) and work (from there to its last tile's
+/// end), microseconds.
+struct SweepTrace {
+  double span = 0;
+  int chain = 0;           // supernodes on the critical chain
+  double handoffs = 0;     // summed along the chain
+  double work = 0;         // summed along the chain, the group at its end included
+  double median_handoff = 0;  // over every tiled supernode with a dependency
+};
+
+struct TraceStats {
+  SweepTrace forward, backward;
+};
+
+TraceStats trace_solve(const spade::NumericFactor& F, const std::vector<double>& b) {
+  const spade::SymbolicFactor& S = F.symbolic();
+  spade::GpuSolvePlan plan(F.symbolic_ptr(), spade::build_schedule(S), 1);
+  plan.begin_values();
+  plan.upload(F.values().data(), 0, S.num_supernodes - 1);
+  plan.finish_values(F.generation());
+  plan.set_trace(true);
+  const index_t n = S.n;
+  DeviceVector<double> db(b), dx(static_cast<std::size_t>(n));
+  for (int r = 0; r < 3; ++r) plan.solve(db.p, n, dx.p, n, 1, F.generation());
+  const std::vector<unsigned long long> t = plan.trace();
+  const std::size_t T = plan.schedule().tasks.size();
+  const index_t ns = S.num_supernodes;
+  TraceStats out;
+  for (int sweep = 0; sweep < 2; ++sweep) {
+    const std::vector<spade::SolveTask>& tasks = sweep == 0 ? plan.schedule().tasks : plan.schedule().backward;
+    const unsigned long long* tr = t.data() + (sweep == 0 ? 0 : 3 * T);
+    // Per supernode: when its first tile passed its wait, when its last tile finished; per task: the
+    // supernode its completion releases (forward: the parent; backward: its own).
+    std::vector<unsigned long long> met(ns, ~0ull), finish(ns, 0);
+    unsigned long long lo = ~0ull, hi = 0;
+    for (std::size_t k = 0; k < T; ++k) {
+      lo = std::min(lo, tr[3 * k]);
+      hi = std::max(hi, tr[3 * k + 2]);
+      const spade::SolveTask& task = tasks[k];
+      if (task.row0 < 0) continue;
+      met[task.first] = std::min(met[task.first], tr[3 * k + 1]);
+      finish[task.first] = std::max(finish[task.first], tr[3 * k + 2]);
+    }
+    // Forward: s waits for the tasks of its children; backward: for its parent's tiles.
+    std::vector<unsigned long long> release(ns, 0);
+    std::vector<std::size_t> last_task(ns, T);
+    for (std::size_t k = 0; k < T; ++k) {
+      const spade::SolveTask& task = tasks[k];
+      const index_t waiter = sweep == 0 ? S.super_parent[task.last] : -1;
+      if (waiter >= 0 && tr[3 * k + 2] >= release[waiter]) release[waiter] = tr[3 * k + 2], last_task[waiter] = k;
+    }
+    if (sweep == 1)
+      for (index_t s = 0; s < ns; ++s)
+        if (S.super_parent[s] >= 0 && finish[S.super_parent[s]] > 0) release[s] = finish[S.super_parent[s]];
+    std::vector<double> handoffs;
+    for (index_t s = 0; s < ns; ++s)
+      if (met[s] != ~0ull && release[s] > 0) handoffs.push_back((static_cast<double>(met[s]) - release[s]) * 1e-3);
+    SweepTrace& st = sweep == 0 ? out.forward : out.backward;
+    st.span = (hi - lo) * 1e-3;
+    st.median_handoff = median(handoffs);
+    if (sweep == 0) {
+      // From the tiled supernode that finished last down through the children that released it last.
+      index_t s = -1;
+      for (index_t j = 0; j < ns; ++j)
+        if (finish[j] > 0 && (s < 0 || finish[j] > finish[s])) s = j;
+      while (s >= 0) {
+        ++st.chain;
+        st.work += (static_cast<double>(finish[s]) - met[s]) * 1e-3;
+        const std::size_t k = last_task[s];
+        if (k == T) break;
+        st.handoffs += (static_cast<double>(met[s]) - release[s]) * 1e-3;
+        if (tasks[k].row0 < 0) {  // a group ends the chain
+          st.work += (static_cast<double>(tr[3 * k + 2]) - tr[3 * k]) * 1e-3;
+          break;
+        }
+        s = tasks[k].first;
+      }
+    } else {
+      // From the task that finished last up through the parents.
+      std::size_t k = 0;
+      for (std::size_t j = 0; j < T; ++j)
+        if (tr[3 * j + 2] > tr[3 * k + 2]) k = j;
+      index_t s = tasks[k].row0 < 0 ? S.super_parent[tasks[k].last] : tasks[k].first;
+      st.work += tasks[k].row0 < 0 ? (static_cast<double>(tr[3 * k + 2]) - tr[3 * k + 1]) * 1e-3 : 0;
+      while (s >= 0) {
+        ++st.chain;
+        st.work += (static_cast<double>(finish[s]) - met[s]) * 1e-3;
+        if (release[s] > 0) st.handoffs += (static_cast<double>(met[s]) - release[s]) * 1e-3;
+        s = S.super_parent[s];
+      }
+    }
+  }
+  return out;
+}
+
+struct Row {
+  std::string name;
+  index_t n = 0;
+  offset_t nnz_l = 0;
+  index_t supernodes = 0, groups = 0, tiles = 0, height = 0, critical = 0;
+  double floor = 0, gpu1 = 0, gpu1_fwd = 0, gpu1_bwd = 0, gpu1_call = 0, gpu16 = 0, host1 = 0;
+  CusparseTimes cusparse;
+  double refined = 0, refined_berr = 0;
+  double call_host = 0, refined_host = 0;  // host arrays in and out (copies included)
+  int refined_steps = 0;
+  double factor = 0, plan = 0, visible = 0, refactor = 0, revisible = 0;
+  double error = 0;  // GPU against host solve, nrhs = 1
+  TraceStats trace;
+};
+
+spade::SparseMatrix load(const std::string& name) {
+  if (name == "lap2d_1024") return spade::laplacian_2d(1024, 1024);
+  if (name == "lap3d_64") return spade::laplacian_3d(64, 64, 64);
+  if (name == "lap3d27_48") return spade::laplacian_3d(48, 48, 48, spade::Stencil::twenty_seven_point);
+  return spade::read_matrix_market(spade::testing::matrix_path(name + ".mtx.gz"));
+}
+
+Row run_matrix(const std::string& name, double bandwidth, int threads, int reps, bool baselines) {
+  Row row;
+  row.name = name;
+  const spade::SparseMatrix A = load(name);
+  const index_t n = A.rows();
+  row.n = n;
+  spade::SolverOptions options;
+  options.placement = spade::Placement::gpu;
+  options.threads = threads;
+  spade::Solver solver(options);
+  solver.analyze(A);
+  solver.factorize(A);
+  const spade::Report& report = solver.report();
+  auto numeric_seconds = [&]() -> double {
+    for (const spade::PhaseTime& p : report.phases)
+      if (p.name == "numeric") return p.seconds;
+    return NAN;
+  };
+  row.factor = numeric_seconds();
+  row.plan = report.plan->plan_seconds;
+  row.visible = report.plan->visible_seconds;
+  solver.factorize(A);  // a refactorization: the plan is reused, only values stream
+  row.refactor = numeric_seconds();
+  row.revisible = report.plan->visible_seconds;
+  const spade::SymbolicFactor& S = solver.symbolic();
+  row.nnz_l = S.nnz_l;
+  row.supernodes = S.num_supernodes;
+  row.groups = report.plan->groups;
+  row.tiles = report.plan->tiles;
+  row.height = report.plan->tree_height;
+  row.critical = report.plan->critical_columns;
+  row.floor = 2.0 * static_cast<double>(S.nnz_l) * (sizeof(double) + sizeof(int)) / bandwidth;
+
+  std::mt19937_64 rng(1);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> b(n);
+  for (double& v : b) v = u(rng);
+
+  // spade GPU, right-hand sides on the device (the solve overwrites them: restore before each run).
+  auto gpu_times = [&](index_t nrhs, int runs, double& sweeps, double& fwd, double& bwd, double& call) {
+    std::vector<double> B(static_cast<std::size_t>(n) * nrhs);
+    for (index_t j = 0; j < nrhs; ++j) std::copy(b.begin(), b.end(), B.begin() + static_cast<std::size_t>(j) * n);
+    DeviceVector<double> pristine(B), work(B.size());
+    std::vector<double> t, f, w, c;
+    for (int r = 0; r < runs + 2; ++r) {
+      SPADE_CUDA_CHECK(cudaMemcpy(work.p, pristine.p, B.size() * sizeof(double), cudaMemcpyDeviceToDevice));
+      const double seconds = wall([&] { solver.solve(work.p, nrhs, n, spade::Memory::device); });
+      if (r < 2) continue;
+      f.push_back(report.last_solve->forward_seconds);
+      w.push_back(report.last_solve->backward_seconds);
+      t.push_back(report.last_solve->forward_seconds + report.last_solve->backward_seconds);
+      c.push_back(seconds);
+    }
+    sweeps = median(t), fwd = median(f), bwd = median(w), call = median(c);
+    std::vector<double> x(n);
+    SPADE_CUDA_CHECK(cudaMemcpy(x.data(), work.p, n * sizeof(double), cudaMemcpyDeviceToHost));
+    return x;
+  };
+  double unused = 0;
+  const std::vector<double> x_gpu = gpu_times(1, reps, row.gpu1, row.gpu1_fwd, row.gpu1_bwd, row.gpu1_call);
+  gpu_times(16, std::max(3, reps / 2), row.gpu16, unused, unused, unused);
+
+  // Host solve.
+  std::vector<double> x_host = b;
+  {
+    spade::BlasThreads blas(solver.factor().threads());
+    std::vector<double> t;
+    for (int r = 0; r < 4; ++r) {
+      std::vector<double> x = b;
+      const double s = wall([&] { spade::solve_in_place(solver.factor(), x.data(), 1, n); });
+      if (r >= 1) t.push_back(s);
+      x_host = x;
+    }
+    row.host1 = median(t);
+  }
+  double diff = 0, norm = 0;
+  for (index_t i = 0; i < n; ++i) {
+    diff = std::max(diff, std::abs(x_gpu[i] - x_host[i]));
+    norm = std::max(norm, std::abs(x_host[i]));
+  }
+  row.error = diff / norm;
+
+  // The same with host arrays, as a caller with host data sees it: one plain solve, one refined.
+  {
+    std::vector<double> t, u;
+    spade::RefineOptions r2;
+    r2.max_steps = 2;
+    r2.tolerance = 1e-300;
+    std::vector<double> x(n);
+    for (int r = 0; r < 6; ++r) {
+      std::vector<double> y = b;
+      const double s = wall([&] { solver.solve(y.data(), 1, n); });
+      const double s2 = wall([&] { solver.solve_refined(b.data(), n, x.data(), n, 1, r2); });
+      if (r >= 1) t.push_back(s), u.push_back(s2);
+    }
+    row.call_host = median(t);
+    row.refined_host = median(u);
+  }
+
+  // Refined solution, two correction steps, everything on the device.
+  {
+    DeviceVector<double> db(b), dx(static_cast<std::size_t>(n));
+    std::vector<double> t;
+    spade::RefineOptions r2;
+    r2.max_steps = 2;
+    r2.tolerance = 1e-300;  // never "converged": two corrections unless one stagnates
+    for (int r = 0; r < 5; ++r) {
+      spade::RefinementResult result;
+      const double s = wall([&] { result = solver.solve_refined(db.p, n, dx.p, n, 1, r2, spade::Memory::device); });
+      if (r >= 1) t.push_back(s);
+      row.refined_steps = static_cast<int>(result.steps.size()) - 1;
+      row.refined_berr = result.solution.berr;
+    }
+    row.refined = median(t);
+  }
+
+  row.trace = trace_solve(solver.factor(), b);
+
+  if (baselines) {
+    // cuSPARSE in the permuted numbering: b permuted, compared with spade's permuted solution.
+    const Csr L = factor_to_csr(solver.factor());
+    std::vector<double> pb(n), px(n);
+    for (index_t k = 0; k < n; ++k) pb[k] = b[S.perm[k]], px[k] = x_host[S.perm[k]];
+    row.cusparse = run_cusparse(L, pb, px, 16, std::max(3, reps / 4));
+  }
+  return row;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_solve: spade's GPU solve phase against cuSPARSE and the host solve"};
+  std::vector<std::string> matrices = {"bcsstk14", "bcsstk13", "4elt_lap", "bcsstk16",  "mdual_lap",
+                                       "lap2d_1024", "lap3d_64", "lap3d27_48"};
+  int threads = 16, reps = 30;
+  bool no_baselines = false;
+  app.add_option("--matrices", matrices, "matrices: files of ../shared/matrices without .mtx.gz, or lap2d_1024, "
+                                         "lap3d_64, lap3d27_48")
+      ->capture_default_str();
+  app.add_option("--threads", threads, "host threads (factorization and host solve)")->capture_default_str();
+  app.add_option("--reps", reps, "timed GPU solves per matrix (median)")->capture_default_str();
+  app.add_flag("--no-baselines", no_baselines, "skip cuSPARSE (its analysis of a large L takes seconds)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const double bandwidth = copy_bandwidth();
+    std::printf("device: %s\ncopy bandwidth (read + write): %.3f TB/s\nhost threads: %d\n\n",
+                spade::gpu_description().c_str(), bandwidth * 1e-12, threads);
+    std::printf("| matrix | n | nnz(L) | supernodes | groups / tiles | height | floor ms | GPU ms (fwd + bwd) | GPU / floor "
+                "| SpSV ms | SpSV / GPU | host ms | host / GPU | GPU 16 rhs ms | 16 / 1 | SpSM 16 ms | SpSM / GPU "
+                "| refined ms (steps) | refined / call | host arrays: call ms, refined ms, ratio | factor s | plan s "
+                "| visible ms (refactor) | visible / factor | GPU vs host |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    std::fflush(stdout);
+    std::vector<Row> rows;
+    for (const std::string& name : matrices) {
+      if (name.rfind("lap", 0) != 0 && !spade::testing::matrix_exists(name + ".mtx.gz")) {
+        std::printf("| %s | not found in %s |\n", name.c_str(), spade::testing::matrix_dir().c_str());
+        continue;
+      }
+      rows.push_back(run_matrix(name, bandwidth, threads, reps, !no_baselines));
+      const Row& r = rows.back();
+      std::printf("| %s | %d | %.3g | %d | %d / %d | %d | %.4f | %.4f (%.4f + %.4f) | %.2f | %.3f | %.0fx | %.3f | %.0fx "
+                  "| %.4f | %.2f | %.3f | %.0fx | %.4f (%d) | %.2f | %.3f, %.3f, %.2f | %.3f | %.3f | %.2f (%.2f) | %.1f%% "
+                  "| %.1e |\n",
+                  r.name.c_str(), r.n, static_cast<double>(r.nnz_l), r.supernodes, r.groups, r.tiles, r.height,
+                  r.floor * 1e3, r.gpu1 * 1e3, r.gpu1_fwd * 1e3, r.gpu1_bwd * 1e3, r.gpu1 / r.floor,
+                  r.cusparse.spsv * 1e3, r.cusparse.spsv / r.gpu1, r.host1 * 1e3, r.host1 / r.gpu1, r.gpu16 * 1e3,
+                  r.gpu16 / r.gpu1, r.cusparse.spsm * 1e3, r.cusparse.spsm / r.gpu16, r.refined * 1e3, r.refined_steps,
+                  r.refined / r.gpu1_call, r.call_host * 1e3, r.refined_host * 1e3, r.refined_host / r.call_host,
+                  r.factor, r.plan, r.visible * 1e3, r.revisible * 1e3,
+                  100 * r.visible / r.factor, r.error);
+      std::fflush(stdout);
+      if (r.cusparse.error > 1e-8) std::printf("  (cuSPARSE differs from spade by %.1e on %s)\n", r.cusparse.error, r.name.c_str());
+    }
+    std::printf("\nWhere a sweep's time goes (one traced solve, nrhs = 1, %%globaltimer; us): the sweep's span, its "
+                "floor (L read once), and its critical chain of supernodes split into hand-offs (a supernode's first "
+                "tile past its wait minus the end of the last task it waited for) and work.\n\n");
+    std::printf("| matrix | sweep | span | floor | chain (supernodes) | chain hand-offs | chain work | median hand-off |\n");
+    std::printf("|---|---|---|---|---|---|---|---|\n");
+    for (const Row& r : rows)
+      for (int sweep = 0; sweep < 2; ++sweep) {
+        const SweepTrace& t = sweep == 0 ? r.trace.forward : r.trace.backward;
+        std::printf("| %s | %s | %.1f | %.1f | %d | %.1f | %.1f | %.2f |\n", r.name.c_str(),
+                    sweep == 0 ? "forward" : "backward", t.span, r.floor * 0.5e6, t.chain, t.handoffs, t.work,
+                    t.median_handoff);
+      }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_solve: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

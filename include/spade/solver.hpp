@@ -1,0 +1,164 @@
+// spade::Solver: the one door to spade's phases for every interface (the CLI, the Eigen adapter, and later
+// the C API and the Python module). It owns the phases and their concurrency:
+//
+//   analyze(A)     ordering and symbolic analysis (symbolic.hpp); meanwhile a second thread brings up the
+//                  GPU (its CUDA context), so that the plan can be built at once.
+//   factorize(A)   the host supernodal Cholesky (cholesky.hpp) and, beside it on its own thread and CUDA
+//                  streams, the GPU solve plan: built from the symbolic factor alone, then fed each range
+//                  of supernodes as the factorization finishes it (copied up and selectively inverted on
+//                  the GPU at once). Calling it again refactorizes: the plan is reused and only new values
+//                  stream. Returns when the factor is ready where the solves run.
+//   solve(X)       A X = B in place, on the GPU (supernodal forward and backward sweeps over the assembly
+//                  tree, solve/supernodal_schedule.hpp) or on the host (solve.hpp).
+//   solve_refined  iterative refinement with the original A; on the GPU the residual, the backward error
+//                  and the iterates stay on the device (cuSPARSE SpMV/SpMM).
+//
+// Placement (SolverOptions::placement): `automatic` solves on the GPU when one is usable and the factor
+// fits in its memory, else on the host, and report().placement_reason says why; `gpu` insists (a missing
+// GPU or too little memory is a ResourceError); `cpu` never touches CUDA. A GPU failure during a
+// factorization (out of memory, a failed upload) is an error under `gpu` and a fallback to the host under
+// `automatic`; a GPU failure during a solve is always an error, never a wrong answer.
+//
+// Threads: options.threads is used by the factorization (OpenMP over subtrees, BLAS at the top) and the
+// host solve; the plan's thread calls neither OpenMP nor BLAS. Library code never prints.
+//
+// Errors (error.hpp): InvalidInput for misuse (a phase out of order, wrong shapes, NaN/Inf in host
+// right-hand sides, a matrix whose pattern differs from the analyzed one), ResourceError for memory and
+// CUDA failures, NumericalError from the factorization (not positive definite at a column) or the GPU
+// (a spin-wait that gave up). After a failed factorize() the solver refuses to solve until a factorize()
+// succeeds.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spade/cholesky.hpp"
+#include "spade/solve.hpp"
+#include "spade/sparse_matrix.hpp"
+#include "spade/symbolic.hpp"
+
+namespace spade {
+
+/// Where the solves run.
+enum class Placement { automatic, gpu, cpu };
+
+/// Where a caller's right-hand sides and solutions live.
+enum class Memory { host, device };
+
+/// "auto", "gpu" or "cpu".
+std::string to_string(Placement placement);
+/// The placement named "auto", "gpu" or "cpu"; throws InvalidInput for another name.
+Placement parse_placement(const std::string& name);
+
+struct SolverOptions {
+  AnalyzeOptions analyze;                      ///< ordering and supernode relaxation
+  int threads = 0;                             ///< factorization and host solve; 0 = omp_get_max_threads()
+  Placement placement = Placement::automatic;  ///< see the file comment
+  RefineOptions refine;                        ///< for solve_refined
+};
+
+/// A timed phase: "order", "symbolic", "numeric", "solve" or "refine" (the latest of each), wall seconds,
+/// and GFlop/s where the phase has a flop count (0 otherwise).
+struct PhaseTime {
+  std::string name;
+  double seconds = 0;
+  double gflops_per_second = 0;
+};
+
+/// What the GPU solve plan is and what building and feeding it cost.
+struct GpuPlanReport {
+  std::string device;              ///< the GPU in one line
+  std::size_t device_bytes = 0;    ///< device memory of the plan (factor, pattern, workspace, inversion)
+  std::size_t factor_bytes = 0;    ///< of which the factor's values
+  int max_width = 0;               ///< right-hand sides per pass
+  index_t groups = 0;              ///< warp tasks that solve whole small subtrees
+  index_t grouped_supernodes = 0;  ///< supernodes inside them
+  index_t tiles = 0;               ///< 64 x 64 tile tasks of the larger supernodes
+  index_t tiled_supernodes = 0;
+  index_t tree_height = 0;         ///< longest chain of tiled supernodes (hand-offs per sweep, plus one group)
+  index_t critical_columns = 0;    ///< diagonal-block columns along the longest path of the assembly tree
+  index_t small_inverses = 0;      ///< diagonal blocks inverted by the warp kernel (at most 32 wide)
+  index_t large_inverses = 0;      ///< by cuSOLVER trtri and cuBLAS trsm
+  double plan_seconds = 0;         ///< building the plan, beside the factorization (0 when reused)
+  double upload_seconds = 0;       ///< first value upload to the last inversion
+  double visible_seconds = 0;      ///< what the caller waited for after the host factorization returned
+  bool pinned = false;             ///< the host factor was page-locked for the uploads
+};
+
+/// The last solve: where it ran and how long each sweep took.
+struct SolveTimes {
+  bool gpu = false;
+  index_t nrhs = 0;
+  int passes = 0;                 ///< GPU passes (up to max_width right-hand sides each)
+  double forward_seconds = 0;     ///< GPU: forward sweeps, CUDA events, summed over passes
+  double backward_seconds = 0;    ///< GPU: backward sweeps
+  double seconds = 0;             ///< the whole call, wall clock (copies between host and device included)
+};
+
+/// The solver's report, filled as the phases run (the CLI prints it; report-writing is up to the caller).
+struct Report {
+  std::vector<PhaseTime> phases;
+  int threads = 0;                   ///< of the factorization and the host solve
+  Placement placement = Placement::automatic;  ///< requested
+  bool gpu = false;                  ///< the solves run on the GPU
+  std::string placement_reason;      ///< why they run where they do, one line
+  std::optional<GpuPlanReport> plan; ///< when a GPU plan exists
+  std::optional<SolveTimes> last_solve;
+};
+
+class Solver {
+ public:
+  explicit Solver(const SolverOptions& options = {});
+  ~Solver();
+  Solver(const Solver&) = delete;
+  Solver& operator=(const Solver&) = delete;
+
+  /// Orders and analyzes A's pattern (square, symmetric pattern; values are not read). Discards any earlier
+  /// analysis, factor and plan. Throws as analyze() in symbolic.hpp.
+  void analyze(const SparseMatrix& A);
+
+  /// Factorizes A (the analyzed pattern, symmetric values, positive definite) on the host, with the GPU
+  /// plan built and fed beside it when the solves go to the GPU. A later call refactorizes with new
+  /// values. Throws InvalidInput before analyze() or for a different pattern, NumericalError for a matrix
+  /// that is not positive definite (naming the column), ResourceError as in the file comment.
+  void factorize(const SparseMatrix& A);
+
+  /// Solves A X = B in place: X holds B on entry (n x nrhs, column-major, leading dimension ldx >= max(1,
+  /// n), original numbering) and the solution on return, in host or device memory as `memory` says
+  /// (device memory needs a GPU). Synchronous. Throws InvalidInput without a successful factorization, for
+  /// bad shapes, or for a NaN/Inf in host right-hand sides; NumericalError (no_progress) or ResourceError
+  /// when the GPU fails.
+  void solve(double* X, index_t nrhs, index_t ldx, Memory memory = Memory::host);
+
+  /// Solves A X = B with iterative refinement (options.refine; the rules of solve.hpp's solve_refined)
+  /// against the last factorized A. B (leading dimension ldb) is not modified; X (ldx) receives the
+  /// solution; both in host or device memory as `memory` says. On the GPU the iterates stay on the device
+  /// until the end. Same errors as solve().
+  RefinementResult solve_refined(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs,
+                                 Memory memory = Memory::host);
+  /// The same with these refinement options instead of options().refine.
+  RefinementResult solve_refined(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs,
+                                 const RefineOptions& refine, Memory memory = Memory::host);
+
+  /// The analysis (throws InvalidInput before analyze()).
+  const SymbolicFactor& symbolic() const;
+  std::shared_ptr<const SymbolicFactor> symbolic_ptr() const;
+  /// The host factor (throws InvalidInput before a successful factorize()).
+  const NumericFactor& factor() const;
+  /// True when solves run on the GPU.
+  bool on_gpu() const;
+  const Report& report() const;
+  const SolverOptions& options() const;
+
+  /// Polls before a GPU spin-wait gives up (0: the default). For tests that provoke a timeout.
+  void set_gpu_spin_limit(long long polls);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace spade

@@ -1,0 +1,96 @@
+// Launchers of the supernodal solve kernels (kernels/supernodal_solve.cu), called by the GPU solve plan
+// (solve/gpu_solve.cu). Every pointer here is DEVICE memory; every launch is asynchronous on `stream`.
+// The schedule they execute and the arithmetic are described in solve/supernodal_schedule.hpp; the host
+// reference is schedule_solve_reference there. Requires sm_70 or newer (kernels/sync.cuh).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/sync.cuh"
+
+namespace spade::kernels {
+
+/// One task as the kernels read it: {first, last, row0, col0} of solve/supernodal_schedule.hpp's SolveTask.
+using SupernodalTask = int4;
+
+/// The selectively inverted factor and its schedule, read-only during a solve. Indices 0-based; the
+/// supernode arrays have num_supernodes (+1 where marked) entries.
+struct SupernodalView {
+  const SupernodalTask* tasks;           // forward order
+  const SupernodalTask* backward_tasks;  // backward order (the same tasks)
+  int num_tasks;
+  const int* supernode_begin;        // +1
+  const long long* row_ptr;          // +1
+  const long long* panel_offset;     // +1
+  const int* parent;                 // -1 for a root
+  const int* units;                  // tiles of a tiled supernode
+  const int* need;                   // forward in-degree in tasks
+  const int* row_indices;            // rows of each panel, its own columns first
+  const int* perm;                   // perm[k] = original index of column k
+  const double* values;              // M_s = [V; W] per panel, column-major, leading dimension m
+};
+
+/// The solve's device state. acc, y and x hold n x K values each (row i's K right-hand sides contiguous, K
+/// the pass width); ready and done have one counter per supernode; tickets[0] and tickets[1] are the
+/// forward and backward work tickets. Between passes, each pass leaving it so: acc, ready and tickets are
+/// zero, and y is zero on the rows of supernodes wider than one tile (which it accumulates atomically) as
+/// long as K stays the same (zero y again when K changes). done and x are reset by the forward sweep
+/// before the backward sweep uses them. Zero everything once, and again after a pass that failed.
+struct SupernodalWorkspace {
+  double* acc;  // updates subtracted from the right-hand side, on tiled supernodes' columns
+  double* y;    // forward solution (permuted numbering)
+  double* x;    // backward solution on tiled supernodes' columns (atomic partial sums)
+  int* ready;
+  int* done;
+  int* tickets;
+  DeviceStatus* status;
+};
+
+/// One pass: right-hand sides b (n x nrhs, column-major, leading dimension ldb, original numbering) and the
+/// solution x_out (same shape, leading dimension ldx); nrhs <= K. x_out may equal b.
+struct SupernodalPass {
+  const double* b;
+  long long ldb;
+  double* x_out;
+  long long ldx;
+  int nrhs;
+  /// Null, or 6 x num_tasks timestamps (ns, %globaltimer) that the sweeps write for a diagnosis of the
+  /// critical path: forward task t (of `tasks`) {taken, dependencies met, done} at 3t .. 3t+2, backward
+  /// task t (of `backward_tasks`) at 3 (num_tasks + t) ..; a group's "dependencies met" comes after its
+  /// staging, a backward tile's "done" when it has counted itself done (before a last tile writes x out).
+  unsigned long long* trace;
+};
+
+/// Threads per block of the solve kernels (warps work independently, each on its own tasks; four warps a
+/// block keep the shared memory of a block, 48-60 KB, a small part of a multiprocessor's).
+constexpr int kSupernodalThreads = 128;
+
+/// Blocks per multiprocessor that stay resident for a pass of width K (1, 2, 4 or 8): the grid of
+/// launch_supernodal_forward/backward is this times the multiprocessor count (the kernels are persistent).
+int supernodal_blocks_per_sm(int K, bool forward);
+
+/// Dynamic shared memory of one block for width K.
+std::size_t supernodal_shared_bytes(int K);
+
+/// Forward sweep y = L^{-1} P b of one pass of width K in {1, 2, 4, 8}.
+void launch_supernodal_forward(int K, const SupernodalView& view, const SupernodalWorkspace& ws,
+                               const SupernodalPass& pass, int grid, cudaStream_t stream);
+
+/// Backward sweep x_out = P^T L^{-T} y of one pass (after the forward of the same pass).
+void launch_supernodal_backward(int K, const SupernodalView& view, const SupernodalWorkspace& ws,
+                                const SupernodalPass& pass, int grid, cudaStream_t stream);
+
+/// Loads the inversion kernel's module now (CUDA loads kernels lazily, at their first launch), so that the
+/// first factorization's uploads do not wait for it.
+void load_supernodal_kernels();
+
+/// Selective inversion of the supernodes in list[0 .. count) whose diagonal block is at most 32 wide, in
+/// place on `values` (panels as in SupernodalView): V = L11^{-1} by Higham's recursive method (one warp,
+/// kernels/dense_trsv.cuh warp_invert_tile; zeros above the diagonal) and W = L21 V. A zero pivot is
+/// reported in status as kStatusZeroPivot with the permuted column.
+void launch_invert_small(const int* list, int count, const int* supernode_begin, const long long* row_ptr,
+                         const long long* panel_offset, double* values, DeviceStatus* status, cudaStream_t stream);
+
+}  // namespace spade::kernels

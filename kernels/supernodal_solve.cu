@@ -1,0 +1,633 @@
+// The supernodal solve kernels (kernels/supernodal_kernels.hpp): persistent, synchronization-free sweeps
+// over the schedule of solve/supernodal_schedule.hpp, and the warp-level selective inversion of narrow
+// supernodes.
+//
+// Every warp of a sweep takes tasks through an atomic ticket in the schedule's order, so a task only waits
+// on tasks that earlier tickets handed to running warps (Liu et al., "A synchronization-free algorithm for
+// parallel sparse triangular solves", Euro-Par 2016; Hogg 2013's dynamic block-row assignment). A task
+// first loads everything that does not depend on the sweep (its part of M_s = [V; W], its row indices,
+// the right-hand side b or the forward result y), then waits on its supernode's counter (relaxed polls,
+// one acquire fence: kernels/sync.cuh), reads the few values its dependencies produced, multiplies, adds
+// its results atomically where other tasks add too, and releases the counter its dependents wait on. So
+// on the critical path of the assembly tree a hand-off costs the wait, one round trip to L2 and the
+// arithmetic, not the panel's loads (Hogg 2013: separate the data request from its use). Spin-waits are
+// bounded and report kStatusSpinTimeout.
+//
+// Layout of the vectors: row i's K right-hand sides are contiguous (acc[i * K + j]), so one row index
+// gathers or scatters all K values of a row.
+#include <cuda/atomic>
+
+#include "kernels/cuda_check.hpp"
+#include "kernels/dense_trsv.cuh"
+#include "kernels/supernodal_kernels.hpp"
+
+namespace spade::kernels {
+namespace {
+
+constexpr int kTile = 32;            // rows and columns of a tile (solve/supernodal_schedule.hpp)
+constexpr int kGroupEntries = 512;   // panel entries of a group, hence also its rows
+constexpr int kGroupColumns = 64;    // columns of a group, hence also its supernodes
+constexpr unsigned kFull = 0xffffffffu;
+
+/// Per-warp shared memory for width K: a group's panels, rows and supernode offsets, its columns'
+/// right-hand sides (forward) or solution and forward result (backward); a tile's right-hand sides; for
+/// K = 1 the solution on a group's rows outside the group (backward); for K > 1 a backward tile's
+/// transpose and right-hand sides, over the same space.
+template <int K>
+struct WarpSmem {
+  static constexpr int kExternal = K == 1 ? kGroupEntries : 0;
+  static constexpr std::size_t kGroupDoubles = kGroupEntries + 2 * kGroupColumns * K + kExternal;
+  static constexpr std::size_t kTileDoubles = K == 1 ? 0 : kTile * kTile + kTile * K;
+  static constexpr std::size_t kDoubles = kGroupDoubles > kTileDoubles ? kGroupDoubles : kTileDoubles;
+  static constexpr std::size_t kInts = kGroupEntries + 3 * (kGroupColumns + 1);
+  static constexpr std::size_t kBytes = (kDoubles * sizeof(double) + kInts * sizeof(int) + 15) / 16 * 16;
+  double* base;      // the doubles, from the start (a backward tile's scratch for K > 1)
+  double* panel;     // kGroupEntries
+  double* rhs;       // kGroupColumns * K: forward right-hand side / backward solution on the group's columns
+  double* forward;   // kGroupColumns * K: backward: y on the group's columns
+  double* external;  // kExternal: backward, K = 1: x on the group's rows that lie outside it
+  int* rows;         // kGroupEntries
+  int* first_col;    // kGroupColumns + 1, relative to the group's first column
+  int* first_row;    // relative to the group's first row index
+  int* first_entry;  // relative to the group's first panel entry
+  __device__ explicit WarpSmem(char* bytes) {
+    double* d = reinterpret_cast<double*>(bytes);
+    base = d;
+    panel = d;
+    rhs = panel + kGroupEntries;
+    forward = rhs + kGroupColumns * K;
+    external = forward + kGroupColumns * K;
+    int* i = reinterpret_cast<int*>(d + kDoubles);
+    rows = i;
+    first_col = rows + kGroupEntries;
+    first_row = first_col + kGroupColumns + 1;
+    first_entry = first_row + kGroupColumns + 1;
+  }
+};
+
+struct Supernode {
+  int f;              // first column
+  int k;              // columns
+  int m;              // rows
+  long long rp;       // first of its row indices
+  const double* panel;
+};
+
+__device__ inline Supernode supernode(const SupernodalView& v, int s) {
+  Supernode n;
+  n.f = v.supernode_begin[s];
+  n.k = v.supernode_begin[s + 1] - n.f;
+  n.rp = v.row_ptr[s];
+  n.m = static_cast<int>(v.row_ptr[s + 1] - n.rp);
+  n.panel = v.values + v.panel_offset[s];
+  return n;
+}
+
+/// Warp: lane 0 waits until *counter >= target (bounded, acquire); the answer goes to every lane.
+__device__ inline bool warp_wait(int* counter, int target, DeviceStatus* status, int who) {
+  int ok = 1;
+  if ((threadIdx.x & 31) == 0) ok = wait_at_least(counter, target, status, who);
+  ok = __shfl_sync(kFull, ok, 0);
+  __syncwarp();
+  return ok != 0;
+}
+
+/// Lane 0 records the time (ns) in slot `slot` of the pass's trace, if it has one.
+__device__ inline void stamp(const SupernodalPass& p, long long slot) {
+  if (p.trace == nullptr || (threadIdx.x & 31) != 0) return;
+  unsigned long long now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  p.trace[slot] = now;
+}
+
+/// Loads *p, or 0 where `inside` is false, without ever forming an address outside the data (the load
+/// reads a zero in device memory instead; see warp_load_tile in kernels/dense_trsv.cuh).
+__device__ inline double load_or_zero(const double* p, bool inside) {
+  return __ldg(inside ? p : dense::zero_element<double>());
+}
+
+/// One step of a transposing butterfly over N values: lanes whose bit `half` is clear keep p[0 .. half),
+/// the others p[half .. 2 half) (moved down), and each adds the partner lane's copy of the half it keeps.
+template <int half, int N>
+__device__ inline void butterfly_step(double (&p)[N]) {
+  const bool upper = (threadIdx.x & half) != 0;
+#pragma unroll
+  for (int i = 0; i < half; ++i) {
+    const double send = upper ? p[i] : p[i + half];
+    const double keep = upper ? p[i + half] : p[i];
+    p[i] = keep + __shfl_xor_sync(kFull, send, half);
+  }
+}
+
+/// Warp: lane L holds p[c], its row's products for the columns c of a 32-column tile; returns to lane L
+/// the sum over the 32 lanes of p[L]: five butterfly steps, 31 shuffles. Overwrites p.
+__device__ inline double reduce_columns32(double (&p)[32]) {
+  butterfly_step<16>(p);
+  butterfly_step<8>(p);
+  butterfly_step<4>(p);
+  butterfly_step<2>(p);
+  butterfly_step<1>(p);
+  return p[0];
+}
+
+/// The same for an 8-column strip: returns to lane L the sum over all lanes of p[L & 7] (three butterfly
+/// steps, then a reduction over lane bits 3 and 4: 9 shuffles).
+__device__ inline double reduce_columns8(double (&p)[8]) {
+  butterfly_step<4>(p);
+  butterfly_step<2>(p);
+  butterfly_step<1>(p);
+  double sum = p[0];
+  sum += __shfl_xor_sync(kFull, sum, 8);
+  sum += __shfl_xor_sync(kFull, sum, 16);
+  return sum;
+}
+
+/// Warp: a tile's 32 x 32 block of M_s into registers, lane r holding row row0 + r: a[c] = M(row0 + r, col0 + c),
+/// zero outside the panel. The 32 loads are coalesced (one per column) and all in flight at once.
+__device__ inline void load_tile(const Supernode& n, int row0, int col0, double (&a)[kTile]) {
+  const int row = row0 + (threadIdx.x & 31);
+  const int ncols = min(kTile, n.k - col0);
+  const double* p = n.panel + static_cast<long long>(col0) * n.m + row;
+#pragma unroll
+  for (int c = 0; c < kTile; ++c) a[c] = load_or_zero(p + static_cast<long long>(c) * n.m, row < n.m && c < ncols);
+}
+
+// ---- forward: z = M_s r_s; rows < k are y_s, the rest is subtracted from the rows below ----
+
+template <int K>
+__device__ bool forward_tile(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p, int s,
+                             int row0, int col0, double* rs, long long slot) {
+  const int lane = threadIdx.x & 31;
+  const Supernode n = supernode(v, s);
+  const int ncols = min(kTile, n.k - col0), row = row0 + lane;
+  // Before the wait: the tile, the row's target, b on the tile's columns.
+  double a[kTile];
+  load_tile(n, row0, col0, a);
+  const int target = row < n.m && row >= n.k ? v.row_indices[n.rp + row] : -1;
+  const long long col = n.f + col0 + lane;
+  double b[K] = {};
+  if (lane < ncols) {
+    const long long orig = v.perm[col];
+#pragma unroll
+    for (int j = 0; j < K; ++j) b[j] = j < p.nrhs ? p.b[orig + j * p.ldb] : 0.0;
+  }
+  if (row0 == col0) {  // one tile per column block: it clears that block's backward sums
+    if (lane < ncols)
+#pragma unroll
+      for (int j = 0; j < K; ++j) w.x[col * K + j] = 0.0;
+    if (row0 == 0 && lane == 0) store_relaxed(&w.done[s], 0);
+  }
+  const int need = v.need[s];
+  if (need > 0 && !warp_wait(&w.ready[s], need, w.status, s)) return false;
+  stamp(p, slot + 1);
+  // r_s on the tile's columns: b minus the updates of the descendants; zero past the panel, where the
+  // tile's zeros meet it (shared memory holds whatever earlier kernels left, NaN included).
+#pragma unroll
+  for (int j = 0; j < K; ++j) rs[lane * K + j] = lane < ncols ? b[j] - __ldcg(&w.acc[col * K + j]) : 0.0;
+  __syncwarp();
+  double z[K];
+#pragma unroll
+  for (int j = 0; j < K; ++j) z[j] = 0.0;
+#pragma unroll
+  for (int c = 0; c < kTile; ++c)
+#pragma unroll
+    for (int j = 0; j < K; ++j) z[j] = fma(a[c], rs[c * K + j], z[j]);
+  if (row < n.m) {
+    if (row < n.k) {
+      double* yr = w.y + static_cast<long long>(n.f + row) * K;
+#pragma unroll
+      for (int j = 0; j < K; ++j) {
+        if (n.k > kTile)  // several column blocks add into y_s
+          atomicAdd(yr + j, z[j]);
+        else
+          yr[j] = z[j];
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < K; ++j) atomicAdd(w.acc + static_cast<long long>(target) * K + j, z[j]);
+    }
+  }
+  __syncwarp();
+  if (lane == 0) {
+    const int parent = v.parent[s];
+    if (parent >= 0) release_add(&w.ready[parent], 1);
+  }
+  return true;
+}
+
+/// Warp: a group's supernode offsets, panels and row indices into shared memory (two rounds of loads:
+/// the offsets, then everything they locate).
+template <int K>
+__device__ void stage_group(const SupernodalView& v, int first, int last, const WarpSmem<K>& sm) {
+  const int lane = threadIdx.x & 31;
+  const int count = last - first + 1;
+  const int lo = v.supernode_begin[first];
+  const long long rp0 = v.row_ptr[first], po0 = v.panel_offset[first];
+  const int rows = static_cast<int>(v.row_ptr[last + 1] - rp0);
+  const int entries = static_cast<int>(v.panel_offset[last + 1] - po0);
+  for (int i = lane; i <= count; i += 32) {
+    sm.first_col[i] = v.supernode_begin[first + i] - lo;
+    sm.first_row[i] = static_cast<int>(v.row_ptr[first + i] - rp0);
+    sm.first_entry[i] = static_cast<int>(v.panel_offset[first + i] - po0);
+  }
+  for (int e = lane; e < entries; e += 32) sm.panel[e] = __ldg(v.values + po0 + e);
+  for (int i = lane; i < rows; i += 32) sm.rows[i] = v.row_indices[rp0 + i];
+}
+
+/// A group: supernodes first .. last one after another out of shared memory; the group's columns'
+/// right-hand side stays in shared memory, updates of rows outside the group go to acc.
+template <int K>
+__device__ void forward_group(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p,
+                              int first, int last, const WarpSmem<K>& sm, long long slot) {
+  const int lane = threadIdx.x & 31;
+  const int lo = v.supernode_begin[first], hi = v.supernode_begin[last + 1];
+  for (int c = lane; c < hi - lo; c += 32) {
+    const long long orig = v.perm[lo + c];
+#pragma unroll
+    for (int j = 0; j < K; ++j) sm.rhs[c * K + j] = j < p.nrhs ? p.b[orig + j * p.ldb] : 0.0;
+  }
+  stage_group<K>(v, first, last, sm);
+  __syncwarp();
+  stamp(p, slot + 1);
+  for (int i = 0; i <= last - first; ++i) {
+    const int f = sm.first_col[i], k = sm.first_col[i + 1] - f;
+    const int r0 = sm.first_row[i], m = sm.first_row[i + 1] - r0;
+    const double* P = sm.panel + sm.first_entry[i];
+    const double* r = sm.rhs + f * K;
+    for (int row = lane; row < m; row += 32) {
+      double z[K];
+#pragma unroll
+      for (int j = 0; j < K; ++j) z[j] = 0.0;
+      for (int c = 0; c < k; ++c) {
+        const double a = P[row + c * m];
+#pragma unroll
+        for (int j = 0; j < K; ++j) z[j] = fma(a, r[c * K + j], z[j]);
+      }
+      if (row < k) {
+#pragma unroll
+        for (int j = 0; j < K; ++j) w.y[static_cast<long long>(lo + f + row) * K + j] = z[j];
+      } else {
+        const int target = sm.rows[r0 + row];
+        if (target < hi) {
+#pragma unroll
+          for (int j = 0; j < K; ++j) sm.rhs[(target - lo) * K + j] -= z[j];
+        } else {
+#pragma unroll
+          for (int j = 0; j < K; ++j) atomicAdd(w.acc + static_cast<long long>(target) * K + j, z[j]);
+        }
+      }
+    }
+    __syncwarp();  // the next supernode reads what this one subtracted
+  }
+  if (lane == 0) {
+    const int parent = v.parent[last];
+    if (parent >= 0) release_add(&w.ready[parent], 1);
+  }
+}
+
+template <int K>
+__global__ void __launch_bounds__(kSupernodalThreads)
+    forward_kernel(SupernodalView v, SupernodalWorkspace w, SupernodalPass p) {
+  extern __shared__ __align__(16) char smem[];
+  const int lane = threadIdx.x & 31;
+  const WarpSmem<K> sm(smem + (threadIdx.x >> 5) * WarpSmem<K>::kBytes);
+  if (blockIdx.x == 0 && threadIdx.x == 0) w.tickets[1] = 0;  // the backward sweep's, idle until then
+  for (;;) {
+    int t = 0;
+    if (lane == 0) t = take_ticket(&w.tickets[0]);
+    t = __shfl_sync(kFull, t, 0);
+    if (t >= v.num_tasks) return;
+    const SupernodalTask task = v.tasks[t];
+    const long long slot = 3ll * t;
+    stamp(p, slot);
+    if (task.z < 0) {
+      forward_group<K>(v, w, p, task.x, task.y, sm, slot);
+    } else if (!forward_tile<K>(v, w, p, task.x, task.z, task.w, sm.rhs, slot)) {
+      return;  // a wait gave up; the status says why
+    }
+    stamp(p, slot + 2);
+  }
+}
+
+// ---- backward: x_s = M_s^T [y_s; -x(rows below)] ----
+
+template <int K>
+__device__ bool backward_tile(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p, int s,
+                              int row0, int col0, double* scratch, long long slot) {
+  const int lane = threadIdx.x & 31;
+  const Supernode n = supernode(v, s);
+  const int ncols = min(kTile, n.k - col0), row = row0 + lane;
+  // Before the wait: the tile, y on the diagonal block's rows (the forward sweep's, final), the targets.
+  double a[kTile];
+  load_tile(n, row0, col0, a);
+  double vv[K];
+#pragma unroll
+  for (int j = 0; j < K; ++j) vv[j] = 0.0;
+  const int target = row < n.m && row >= n.k ? v.row_indices[n.rp + row] : -1;
+  if (row < n.k)
+#pragma unroll
+    for (int j = 0; j < K; ++j) vv[j] = __ldcg(&w.y[static_cast<long long>(n.f + row) * K + j]);
+  const int parent = v.parent[s];
+  if (parent >= 0 && !warp_wait(&w.done[parent], v.units[parent], w.status, s)) return false;
+  stamp(p, slot + 1);
+  if (target >= 0)
+#pragma unroll
+    for (int j = 0; j < K; ++j) vv[j] = -__ldcg(&w.x[static_cast<long long>(target) * K + j]);
+  double* xs = w.x + static_cast<long long>(n.f + col0) * K;
+  if constexpr (K == 1) {
+#pragma unroll
+    for (int c = 0; c < kTile; ++c) a[c] *= vv[0];
+    const double sum = reduce_columns32(a);
+    if (lane < ncols) atomicAdd(xs + lane, sum);
+  } else {
+    // (A^T V) for the K right-hand sides through shared memory: lane r stores its row of the tile as
+    // column r of the transpose (the XOR swizzle keeps both the stores and the column reads free of
+    // bank conflicts), then lane c sums its column against the rows' values: no shuffles.
+    double* T = scratch;
+    double* V = scratch + kTile * kTile;
+#pragma unroll
+    for (int c = 0; c < kTile; ++c) T[c * kTile + (lane ^ c)] = a[c];
+#pragma unroll
+    for (int j = 0; j < K; ++j) V[lane * K + j] = vv[j];
+    __syncwarp();
+    double sum[K];
+#pragma unroll
+    for (int j = 0; j < K; ++j) sum[j] = 0.0;
+#pragma unroll
+    for (int r = 0; r < kTile; ++r) {
+      const double t = T[lane * kTile + (r ^ lane)];
+#pragma unroll
+      for (int j = 0; j < K; ++j) sum[j] = fma(t, V[r * K + j], sum[j]);
+    }
+    if (lane < ncols)
+#pragma unroll
+      for (int j = 0; j < K; ++j) atomicAdd(xs + lane * K + j, sum[j]);
+  }
+  __syncwarp();
+  int before = 0;
+  if (lane == 0) before = device_atomic_int(w.done[s]).fetch_add(1, cuda::memory_order_acq_rel);
+  before = __shfl_sync(kFull, before, 0);
+  stamp(p, slot + 2);
+  if (before == v.units[s] - 1) {
+    // The last tile of s: every partial sum of x_s is in. Write x_s out and restore the invariants of
+    // acc, y and ready for the next pass (kernels/supernodal_kernels.hpp).
+    __syncwarp();
+    for (int c = lane; c < n.k; c += 32) {
+      const long long col = n.f + c, orig = v.perm[col];
+#pragma unroll
+      for (int j = 0; j < K; ++j) {
+        const double xv = __ldcg(&w.x[col * K + j]);
+        if (j < p.nrhs) p.x_out[orig + j * p.ldx] = xv;
+        w.acc[col * K + j] = 0.0;
+        if (n.k > kTile) w.y[col * K + j] = 0.0;
+      }
+    }
+    if (lane == 0) store_relaxed(&w.ready[s], 0);
+  }
+  return true;
+}
+
+template <int K>
+__device__ bool backward_group(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p,
+                               int first, int last, const WarpSmem<K>& sm, long long slot) {
+  const int lane = threadIdx.x & 31;
+  const int lo = v.supernode_begin[first], hi = v.supernode_begin[last + 1];
+  // Before the wait: the group, y on its columns (final), the permutation of its columns.
+  stage_group<K>(v, first, last, sm);
+  int orig[kGroupColumns / 32];
+#pragma unroll
+  for (int h = 0; h < kGroupColumns / 32; ++h) {
+    const int c = lane + 32 * h;
+    orig[h] = c < hi - lo ? v.perm[lo + c] : 0;
+    if (c < hi - lo)
+#pragma unroll
+      for (int j = 0; j < K; ++j) sm.forward[c * K + j] = __ldcg(&w.y[static_cast<long long>(lo + c) * K + j]);
+  }
+  const int parent = v.parent[last];
+  if (parent >= 0 && !warp_wait(&w.done[parent], v.units[parent], w.status, first)) return false;
+  stamp(p, slot + 1);
+  const int rows = sm.first_row[last - first + 1];
+  if constexpr (K == 1) {  // the solution outside the group, one round trip for the whole group
+    for (int i = lane; i < rows; i += 32) {
+      const int t = sm.rows[i];
+      if (t >= hi) sm.external[i] = __ldcg(&w.x[t]);
+    }
+  }
+  __syncwarp();
+  for (int i = last - first; i >= 0; --i) {
+    const int f = sm.first_col[i], k = sm.first_col[i + 1] - f;
+    const int r0 = sm.first_row[i], m = sm.first_row[i + 1] - r0;
+    const double* P = sm.panel + sm.first_entry[i];
+    double* xo = sm.rhs + f * K;
+    for (int c = lane; c < k; c += 32)
+#pragma unroll
+      for (int j = 0; j < K; ++j) xo[c * K + j] = 0.0;
+    __syncwarp();
+    for (int rb = 0; rb < m; rb += 32) {  // warp-uniform: the shuffles below need every lane
+      const int row = rb + lane;
+      const bool active = row < m;
+      double vv[K];
+#pragma unroll
+      for (int j = 0; j < K; ++j) vv[j] = 0.0;
+      if (active) {
+        if (row < k) {
+#pragma unroll
+          for (int j = 0; j < K; ++j) vv[j] = sm.forward[(f + row) * K + j];
+        } else {
+          const int t = sm.rows[r0 + row];
+          if (t < hi) {
+#pragma unroll
+            for (int j = 0; j < K; ++j) vv[j] = -sm.rhs[(t - lo) * K + j];
+          } else if constexpr (K == 1) {
+            vv[0] = -sm.external[r0 + row];
+          } else {
+#pragma unroll
+            for (int j = 0; j < K; ++j) vv[j] = -__ldcg(&w.x[static_cast<long long>(t) * K + j]);
+          }
+        }
+      }
+      for (int c0 = 0; c0 < k; c0 += 8) {
+        double a[8];
+#pragma unroll
+        for (int q = 0; q < 8; ++q) a[q] = active && c0 + q < k ? P[row + (c0 + q) * m] : 0.0;
+#pragma unroll
+        for (int j = 0; j < K; ++j) {
+          double part[8];
+#pragma unroll
+          for (int q = 0; q < 8; ++q) part[q] = a[q] * vv[j];
+          const double sum = reduce_columns8(part);
+          if (lane < 8 && c0 + lane < k) xo[(c0 + lane) * K + j] += sum;
+        }
+      }
+    }
+    __syncwarp();  // x_s is final before the group's descendants of s read it
+  }
+  stamp(p, slot + 2);
+#pragma unroll
+  for (int h = 0; h < kGroupColumns / 32; ++h) {
+    const int c = lane + 32 * h;
+    if (c < hi - lo)
+#pragma unroll
+      for (int j = 0; j < K; ++j)
+        if (j < p.nrhs) p.x_out[orig[h] + static_cast<long long>(j) * p.ldx] = sm.rhs[c * K + j];
+  }
+  __syncwarp();  // every lane is done with the shared memory before the warp's next task writes it
+  return true;
+}
+
+template <int K>
+__global__ void __launch_bounds__(kSupernodalThreads)
+    backward_kernel(SupernodalView v, SupernodalWorkspace w, SupernodalPass p) {
+  extern __shared__ __align__(16) char smem[];
+  const int lane = threadIdx.x & 31;
+  const WarpSmem<K> sm(smem + (threadIdx.x >> 5) * WarpSmem<K>::kBytes);
+  if (blockIdx.x == 0 && threadIdx.x == 0) w.tickets[0] = 0;  // the forward sweep's, done by now
+  for (;;) {
+    int t = 0;
+    if (lane == 0) t = take_ticket(&w.tickets[1]);
+    t = __shfl_sync(kFull, t, 0);
+    if (t >= v.num_tasks) return;
+    const SupernodalTask task = v.backward_tasks[t];
+    const long long slot = 3ll * (v.num_tasks + t);
+    stamp(p, slot);
+    const bool ok = task.z < 0 ? backward_group<K>(v, w, p, task.x, task.y, sm, slot)
+                               : backward_tile<K>(v, w, p, task.x, task.z, task.w, sm.base, slot);
+    if (!ok) return;
+  }
+}
+
+// ---- selective inversion of narrow supernodes ----
+
+constexpr int kInvertWarps = 2;  // two 32 x 33 FP64 tiles per warp in static shared memory
+
+__global__ void __launch_bounds__(kInvertWarps * 32)
+    invert_small_kernel(const int* list, int count, const int* supernode_begin, const long long* row_ptr,
+                        const long long* panel_offset, double* values, DeviceStatus* status) {
+  __shared__ double inverse[kInvertWarps][dense::kTileSmem];
+  __shared__ double scratch[kInvertWarps][dense::kTileSmem];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int index = blockIdx.x * kInvertWarps + warp;
+  if (index >= count) return;
+  const int s = list[index];
+  const int f = supernode_begin[s], k = supernode_begin[s + 1] - f;
+  const int m = static_cast<int>(row_ptr[s + 1] - row_ptr[s]);
+  double* panel = values + panel_offset[s];
+  const double* V = inverse[warp];
+  double row[dense::kTile];
+  dense::warp_load_tile(panel, m, k, k, row);
+#pragma unroll
+  for (int c = 0; c < dense::kTile; ++c)
+    if (c == lane && lane >= k) row[c] = 1.0;  // [L11 0; 0 I], whose inverse is [V 0; 0 I]
+  dense::warp_invert_tile(row, inverse[warp], scratch[warp], false, k, status, f);
+  // W = L21 V, one row per lane (all of the row's loads before its stores).
+  for (int r0 = k; r0 < m; r0 += 32) {
+    const int r = r0 + lane;
+    if (r >= m) continue;
+    double l[dense::kTile];
+#pragma unroll
+    for (int c = 0; c < dense::kTile; ++c)
+      l[c] = *(c < k ? panel + r + static_cast<long long>(c) * m : dense::zero_element<double>());
+#pragma unroll
+    for (int j = 0; j < dense::kTile; ++j) {
+      if (j >= k) break;
+      double sum = 0.0;
+#pragma unroll
+      for (int c = j; c < dense::kTile; ++c) sum = fma(l[c], V[c * dense::kTileLd + j], sum);
+      panel[r + static_cast<long long>(j) * m] = sum;
+    }
+  }
+  // V over L11 (with its zeros above the diagonal).
+  if (lane < k)
+    for (int c = 0; c < k; ++c) panel[lane + static_cast<long long>(c) * m] = V[lane * dense::kTileLd + c];
+}
+
+template <int K>
+void forward_for(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p, int grid,
+                 cudaStream_t stream) {
+  forward_kernel<K><<<grid, kSupernodalThreads, supernodal_shared_bytes(K), stream>>>(v, w, p);
+  SPADE_CUDA_CHECK_LAUNCH();
+}
+
+template <int K>
+void backward_for(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p, int grid,
+                  cudaStream_t stream) {
+  backward_kernel<K><<<grid, kSupernodalThreads, supernodal_shared_bytes(K), stream>>>(v, w, p);
+  SPADE_CUDA_CHECK_LAUNCH();
+}
+
+template <int K>
+int blocks_for(bool forward) {
+  const void* kernel = forward ? reinterpret_cast<const void*>(forward_kernel<K>)
+                               : reinterpret_cast<const void*>(backward_kernel<K>);
+  const int bytes = static_cast<int>(supernodal_shared_bytes(K));
+  SPADE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  int blocks = 0;
+  SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kSupernodalThreads, bytes));
+  return blocks;
+}
+
+[[noreturn]] void bad_width(int K) {
+  throw InvalidInput("supernodal solve: pass width " + std::to_string(K) + " is not 1, 2, 4 or 8");
+}
+
+}  // namespace
+
+std::size_t supernodal_shared_bytes(int K) {
+  std::size_t per_warp = 0;
+  switch (K) {
+    case 1: per_warp = WarpSmem<1>::kBytes; break;
+    case 2: per_warp = WarpSmem<2>::kBytes; break;
+    case 4: per_warp = WarpSmem<4>::kBytes; break;
+    case 8: per_warp = WarpSmem<8>::kBytes; break;
+    default: bad_width(K);
+  }
+  return per_warp * (kSupernodalThreads / 32);
+}
+
+int supernodal_blocks_per_sm(int K, bool forward) {
+  switch (K) {
+    case 1: return blocks_for<1>(forward);
+    case 2: return blocks_for<2>(forward);
+    case 4: return blocks_for<4>(forward);
+    case 8: return blocks_for<8>(forward);
+  }
+  bad_width(K);
+}
+
+void launch_supernodal_forward(int K, const SupernodalView& v, const SupernodalWorkspace& w,
+                               const SupernodalPass& p, int grid, cudaStream_t stream) {
+  switch (K) {
+    case 1: return forward_for<1>(v, w, p, grid, stream);
+    case 2: return forward_for<2>(v, w, p, grid, stream);
+    case 4: return forward_for<4>(v, w, p, grid, stream);
+    case 8: return forward_for<8>(v, w, p, grid, stream);
+  }
+  bad_width(K);
+}
+
+void launch_supernodal_backward(int K, const SupernodalView& v, const SupernodalWorkspace& w,
+                                const SupernodalPass& p, int grid, cudaStream_t stream) {
+  switch (K) {
+    case 1: return backward_for<1>(v, w, p, grid, stream);
+    case 2: return backward_for<2>(v, w, p, grid, stream);
+    case 4: return backward_for<4>(v, w, p, grid, stream);
+    case 8: return backward_for<8>(v, w, p, grid, stream);
+  }
+  bad_width(K);
+}
+
+void load_supernodal_kernels() {
+  int blocks = 0;
+  SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, invert_small_kernel, kInvertWarps * 32, 0));
+}
+
+void launch_invert_small(const int* list, int count, const int* supernode_begin, const long long* row_ptr,
+                         const long long* panel_offset, double* values, DeviceStatus* status, cudaStream_t stream) {
+  if (count <= 0) return;
+  const int grid = (count + kInvertWarps - 1) / kInvertWarps;
+  invert_small_kernel<<<grid, kInvertWarps * 32, 0, stream>>>(list, count, supernode_begin, row_ptr, panel_offset,
+                                                              values, status);
+  SPADE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace spade::kernels

@@ -1,0 +1,609 @@
+// The GPU solve plan, the device residual for refinement, and host page-locking (see gpu_solve.hpp).
+#include "gpu_solve.hpp"
+
+#include <cublas_v2.h>
+#include <cusolverDn.h>
+#include <cusparse.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "../kernels/cuda_check.hpp"
+#include "../kernels/supernodal_kernels.hpp"
+#include "spade/error.hpp"
+
+namespace spade {
+namespace {
+
+static_assert(SupernodalSchedule::kTile == 32 && SupernodalSchedule::kGroupEntries == 512 &&
+                  SupernodalSchedule::kGroupColumns == 64,
+              "kernels/supernodal_solve.cu has the schedule's tile and group sizes built in");
+static_assert(sizeof(offset_t) == sizeof(long long), "offsets travel to the device as long long");
+
+void cublas_check(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw ResourceError(std::string("cuBLAS error in ") + what + ": status " + std::to_string(static_cast<int>(status)));
+}
+void cusolver_check(cusolverStatus_t status, const char* what) {
+  if (status != CUSOLVER_STATUS_SUCCESS)
+    throw ResourceError(std::string("cuSOLVER error in ") + what + ": status " + std::to_string(static_cast<int>(status)));
+}
+void cusparse_check(cusparseStatus_t status, const char* what) {
+  if (status != CUSPARSE_STATUS_SUCCESS)
+    throw ResourceError(std::string("cuSPARSE error in ") + what + ": " + cusparseGetErrorString(status));
+}
+
+/// Device memory of `count` elements, taken from and returned to the device's memory pool in the order of
+/// `stream` (cudaMallocAsync / cudaFreeAsync): freeing never synchronizes the device.
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  DeviceArray(std::size_t count, cudaStream_t stream) : stream_(stream), count_(count) {
+    SPADE_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&data_), std::max<std::size_t>(count, 1) * sizeof(T), stream));
+  }
+  DeviceArray(const std::vector<T>& host, cudaStream_t stream) : DeviceArray(host.size(), stream) {
+    if (!host.empty())
+      SPADE_CUDA_CHECK(cudaMemcpyAsync(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
+  }
+  ~DeviceArray() {
+    if (data_ != nullptr) cudaFreeAsync(data_, stream_);
+  }
+  DeviceArray(DeviceArray&& o) noexcept { *this = std::move(o); }
+  DeviceArray& operator=(DeviceArray&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(stream_, o.stream_);
+    std::swap(count_, o.count_);
+    return *this;
+  }
+  T* get() const { return data_; }
+  std::size_t size() const { return count_; }
+  void zero(cudaStream_t stream) const {
+    SPADE_CUDA_CHECK(cudaMemsetAsync(data_, 0, std::max<std::size_t>(count_, 1) * sizeof(T), stream));
+  }
+
+ private:
+  T* data_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  std::size_t count_ = 0;
+};
+
+/// Pinned host memory for small device-to-host reads that ride on a stream.
+template <typename T>
+class PinnedArray {
+ public:
+  explicit PinnedArray(std::size_t count) {
+    SPADE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&data_), std::max<std::size_t>(count, 1) * sizeof(T)));
+  }
+  ~PinnedArray() { cudaFreeHost(data_); }
+  PinnedArray(const PinnedArray&) = delete;
+  PinnedArray& operator=(const PinnedArray&) = delete;
+  T* get() const { return data_; }
+
+ private:
+  T* data_ = nullptr;
+};
+
+template <typename To, typename From>
+std::vector<To> converted(const std::vector<From>& from) {
+  return std::vector<To>(from.begin(), from.end());
+}
+
+int width_for(index_t remaining, int max_width) {
+  int width = 1;
+  while (width < remaining && width < max_width) width *= 2;
+  return width;
+}
+
+int width_slot(int width) { return width == 1 ? 0 : width == 2 ? 1 : width == 4 ? 2 : 3; }
+
+}  // namespace
+
+// ---- GpuSolvePlan ----
+
+struct GpuSolvePlan::Device {
+  DeviceArray<double> values;
+  DeviceArray<int> row_indices, supernode_begin, parent, units, need, perm, small_list, large_info;
+  DeviceArray<long long> row_ptr, panel_offset;
+  DeviceArray<kernels::SupernodalTask> tasks, backward_tasks;
+  DeviceArray<double> acc, y, x;
+  DeviceArray<int> counters;                   // ready (ns), done (ns), tickets (2)
+  DeviceArray<kernels::DeviceStatus> status;   // [0] solves, [1] inversions
+  DeviceArray<char> trtri_work;
+  std::vector<char> trtri_host;
+  std::size_t trtri_bytes = 0;
+  PinnedArray<kernels::DeviceStatus> status_host{2};
+  DeviceArray<unsigned long long> trace;  // empty unless tracing
+  cublasHandle_t cublas = nullptr;
+  cusolverDnHandle_t cusolver = nullptr;
+  std::vector<cudaEvent_t> events;  // three per pass: start, between the sweeps, end
+
+  ~Device() {
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
+    if (cusolver != nullptr) cusolverDnDestroy(cusolver);
+    if (cublas != nullptr) cublasDestroy(cublas);
+  }
+};
+
+GpuSolveMemory GpuSolvePlan::memory_estimate(const SymbolicFactor& S, const SupernodalSchedule& schedule,
+                                             int max_width) {
+  GpuSolveMemory m;
+  const std::size_t ns = static_cast<std::size_t>(S.num_supernodes), n = static_cast<std::size_t>(S.n);
+  m.factor = static_cast<std::size_t>(S.panel_offset.back()) * sizeof(double);
+  m.pattern = static_cast<std::size_t>(S.row_ptr.back()) * sizeof(int) + ns * (5 * sizeof(int) + 2 * sizeof(long long)) +
+              n * sizeof(int) + 2 * schedule.tasks.size() * sizeof(kernels::SupernodalTask) +
+              (schedule.small_inverse.size() + schedule.large_inverse.size()) * sizeof(int) +
+              (2 * ns + 2) * sizeof(int);
+  m.workspace = 3 * n * static_cast<std::size_t>(max_width) * sizeof(double);
+  return m;
+}
+
+GpuSolvePlan::GpuSolvePlan(std::shared_ptr<const SymbolicFactor> symbolic, SupernodalSchedule schedule, int max_width)
+    : symbolic_(std::move(symbolic)), schedule_(std::move(schedule)), max_width_(max_width) {
+  if (!symbolic_) throw InvalidInput("GpuSolvePlan: no symbolic factor");
+  if (max_width != 1 && max_width != 2 && max_width != 4 && max_width != 8)
+    throw InvalidInput("GpuSolvePlan: max_width must be 1, 2, 4 or 8, got " + std::to_string(max_width));
+  const SymbolicFactor& S = *symbolic_;
+  memory_ = memory_estimate(S, schedule_, max_width_);
+  SPADE_CUDA_CHECK(cudaStreamCreateWithFlags(&upload_stream_, cudaStreamNonBlocking));
+  // The solve stream is a blocking one: it waits for the legacy default stream, so a caller's device data
+  // written there is ready when a solve starts.
+  SPADE_CUDA_CHECK(cudaStreamCreate(&solve_stream_));
+  device_ = std::make_unique<Device>();
+  Device& d = *device_;
+  cudaStream_t st = upload_stream_;
+  const std::size_t ns = static_cast<std::size_t>(S.num_supernodes), n = static_cast<std::size_t>(S.n);
+  d.values = DeviceArray<double>(static_cast<std::size_t>(S.panel_offset.back()), st);
+  d.row_indices = DeviceArray<int>(S.row_indices, st);
+  d.supernode_begin = DeviceArray<int>(S.supernode_begin, st);
+  d.parent = DeviceArray<int>(S.super_parent, st);
+  d.units = DeviceArray<int>(schedule_.units, st);
+  d.need = DeviceArray<int>(schedule_.need, st);
+  d.perm = DeviceArray<int>(S.perm, st);
+  d.small_list = DeviceArray<int>(schedule_.small_inverse, st);
+  d.large_info = DeviceArray<int>(schedule_.large_inverse.size(), st);
+  d.row_ptr = DeviceArray<long long>(converted<long long>(S.row_ptr), st);
+  d.panel_offset = DeviceArray<long long>(converted<long long>(S.panel_offset), st);
+  auto device_tasks = [&](const std::vector<SolveTask>& list) {
+    std::vector<kernels::SupernodalTask> tasks(list.size());
+    for (std::size_t t = 0; t < tasks.size(); ++t) tasks[t] = make_int4(list[t].first, list[t].last, list[t].row0, list[t].col0);
+    return DeviceArray<kernels::SupernodalTask>(tasks, st);
+  };
+  d.tasks = device_tasks(schedule_.tasks);
+  d.backward_tasks = device_tasks(schedule_.backward);
+  const std::size_t vector = std::max<std::size_t>(n, 1) * static_cast<std::size_t>(max_width_);
+  d.acc = DeviceArray<double>(vector, st);
+  d.y = DeviceArray<double>(vector, st);
+  d.x = DeviceArray<double>(vector, st);
+  d.counters = DeviceArray<int>(2 * ns + 2, st);
+  d.status = DeviceArray<kernels::DeviceStatus>(2, st);
+  for (const DeviceArray<double>* a : {&d.acc, &d.y, &d.x}) a->zero(st);
+  d.counters.zero(st);
+  d.status.zero(st);
+
+  cublas_check(cublasCreate(&d.cublas), "cublasCreate");
+  cublas_check(cublasSetStream(d.cublas, st), "cublasSetStream");
+  cusolver_check(cusolverDnCreate(&d.cusolver), "cusolverDnCreate");
+  cusolver_check(cusolverDnSetStream(d.cusolver, st), "cusolverDnSetStream");
+  std::size_t host_bytes = 0;
+  for (index_t s : schedule_.large_inverse) {
+    std::size_t dev = 0, host = 0;
+    cusolver_check(cusolverDnXtrtri_bufferSize(d.cusolver, CUBLAS_FILL_MODE_LOWER, CUBLAS_DIAG_NON_UNIT,
+                                               S.supernode_cols(s), CUDA_R_64F, d.values.get() + S.panel_offset[s],
+                                               S.supernode_rows(s), &dev, &host),
+                   "cusolverDnXtrtri_bufferSize");
+    d.trtri_bytes = std::max(d.trtri_bytes, dev);
+    host_bytes = std::max(host_bytes, host);
+  }
+  // CUDA loads kernels at their first launch, cuBLAS's and cuSOLVER's included: run each once on a small
+  // identity now, beside the factorization, so that the first uploads do not wait for a module to load.
+  constexpr int kWarm = 64;
+  std::vector<double> identity(kWarm * kWarm, 0.0);
+  for (int i = 0; i < kWarm; ++i) identity[i * (kWarm + 1)] = 1.0;
+  DeviceArray<double> warm(identity, st);
+  std::size_t warm_dev = 0, warm_host = 0;
+  cusolver_check(cusolverDnXtrtri_bufferSize(d.cusolver, CUBLAS_FILL_MODE_LOWER, CUBLAS_DIAG_NON_UNIT, kWarm, CUDA_R_64F,
+                                             warm.get(), kWarm, &warm_dev, &warm_host),
+                 "cusolverDnXtrtri_bufferSize");
+  d.trtri_bytes = std::max(d.trtri_bytes, warm_dev);
+  host_bytes = std::max(host_bytes, warm_host);
+  d.trtri_work = DeviceArray<char>(d.trtri_bytes, st);
+  d.trtri_host.resize(std::max<std::size_t>(host_bytes, 1));
+  memory_.inversion = d.trtri_bytes;
+  DeviceArray<int> warm_info(1, st);
+  const double one = 1.0;
+  cublas_check(cublasDtrsm(d.cublas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, kWarm,
+                           kWarm, &one, warm.get(), kWarm, warm.get(), kWarm),
+               "cublasDtrsm");
+  cusolver_check(cusolverDnXtrtri(d.cusolver, CUBLAS_FILL_MODE_LOWER, CUBLAS_DIAG_NON_UNIT, kWarm, CUDA_R_64F, warm.get(),
+                                  kWarm, d.trtri_work.get(), d.trtri_bytes, d.trtri_host.data(), d.trtri_host.size(),
+                                  warm_info.get()),
+                 "cusolverDnXtrtri");
+  kernels::load_supernodal_kernels();
+
+  const int sms = cuda_device_attribute(cudaDevAttrMultiProcessorCount);
+  for (int width = 1; width <= max_width_; width *= 2) {
+    const int blocks = std::min(kernels::supernodal_blocks_per_sm(width, true), kernels::supernodal_blocks_per_sm(width, false));
+    if (blocks < 1) throw ResourceError("GpuSolvePlan: the solve kernels do not fit on this GPU");
+    grid_[width_slot(width)] = blocks * sms;
+  }
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(st));
+}
+
+GpuSolvePlan::~GpuSolvePlan() {
+  // Work still queued reads the arrays: let it finish before they go back to the pool.
+  if (solve_stream_ != nullptr) cudaStreamSynchronize(solve_stream_);
+  if (upload_stream_ != nullptr) cudaStreamSynchronize(upload_stream_);
+  device_.reset();
+  if (upload_stream_ != nullptr) {
+    cudaStreamSynchronize(upload_stream_);
+    cudaStreamDestroy(upload_stream_);
+  }
+  if (solve_stream_ != nullptr) cudaStreamDestroy(solve_stream_);
+}
+
+void GpuSolvePlan::begin_values() { generation_ = 0; }
+
+void GpuSolvePlan::upload(const double* values, index_t first, index_t last) {
+  const SymbolicFactor& S = *symbolic_;
+  if (first < 0 || last >= S.num_supernodes || first > last)
+    throw InvalidInput("GpuSolvePlan::upload: bad supernode range " + std::to_string(first) + " .. " + std::to_string(last));
+  Device& d = *device_;
+  const offset_t begin = S.panel_offset[first], end = S.panel_offset[last + 1];
+  SPADE_CUDA_CHECK(cudaMemcpyAsync(d.values.get() + begin, values + begin, static_cast<std::size_t>(end - begin) * sizeof(double),
+                                   cudaMemcpyHostToDevice, upload_stream_));
+  const auto range = [&](const std::vector<index_t>& list) {
+    const auto lo = std::lower_bound(list.begin(), list.end(), first);
+    const auto hi = std::upper_bound(lo, list.end(), last);
+    return std::make_pair(lo - list.begin(), hi - list.begin());
+  };
+  const auto small = range(schedule_.small_inverse);
+  kernels::launch_invert_small(d.small_list.get() + small.first, static_cast<int>(small.second - small.first),
+                               d.supernode_begin.get(), d.row_ptr.get(), d.panel_offset.get(), d.values.get(),
+                               d.status.get() + 1, upload_stream_);
+  const auto large = range(schedule_.large_inverse);
+  const double one = 1.0;
+  for (auto i = large.first; i < large.second; ++i) {
+    const index_t s = schedule_.large_inverse[i];
+    const int k = S.supernode_cols(s), m = S.supernode_rows(s);
+    double* panel = d.values.get() + S.panel_offset[s];
+    // W = L21 L11^{-1} first (it needs L11), then V = L11^{-1} in place; the zeros above L11's diagonal stay.
+    if (m > k)
+      cublas_check(cublasDtrsm(d.cublas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT,
+                               m - k, k, &one, panel, m, panel + k, m),
+                   "cublasDtrsm");
+    cusolver_check(cusolverDnXtrtri(d.cusolver, CUBLAS_FILL_MODE_LOWER, CUBLAS_DIAG_NON_UNIT, k, CUDA_R_64F, panel, m,
+                                    d.trtri_work.get(), d.trtri_bytes, d.trtri_host.data(), d.trtri_host.size(),
+                                    d.large_info.get() + i),
+                   "cusolverDnXtrtri");
+  }
+}
+
+void GpuSolvePlan::finish_values(std::uint64_t generation) {
+  const SymbolicFactor& S = *symbolic_;
+  Device& d = *device_;
+  std::vector<int> info(schedule_.large_inverse.size());
+  if (!info.empty())
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(info.data(), d.large_info.get(), info.size() * sizeof(int), cudaMemcpyDeviceToHost,
+                                     upload_stream_));
+  SPADE_CUDA_CHECK(cudaMemcpyAsync(d.status_host.get() + 1, d.status.get() + 1, sizeof(kernels::DeviceStatus),
+                                   cudaMemcpyDeviceToHost, upload_stream_));
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(upload_stream_));
+  const kernels::DeviceStatus st = d.status_host.get()[1];
+  index_t zero_pivot = -1;
+  if (st.code == kernels::kStatusZeroPivot) zero_pivot = st.index;
+  for (std::size_t i = 0; i < info.size() && zero_pivot < 0; ++i)
+    if (info[i] > 0) zero_pivot = S.supernode_begin[schedule_.large_inverse[i]] + info[i] - 1;
+  if (st.code != kernels::kStatusOk || zero_pivot >= 0) {
+    d.status.zero(upload_stream_);
+    SPADE_CUDA_CHECK(cudaStreamSynchronize(upload_stream_));
+    const index_t column = zero_pivot >= 0 && zero_pivot < S.n ? S.perm[zero_pivot] : -1;
+    throw NumericalError(NumericalError::Kind::singular, column,
+                         "GPU solve plan: a diagonal block of the factor could not be inverted (zero pivot at column " +
+                             std::to_string(column) + ", 0-based, original numbering)");
+  }
+  generation_ = generation;
+}
+
+void GpuSolvePlan::copy_values_to_host(double* host) const {
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(upload_stream_));
+  SPADE_CUDA_CHECK(cudaMemcpy(host, device_->values.get(), device_->values.size() * sizeof(double), cudaMemcpyDeviceToHost));
+}
+
+void GpuSolvePlan::reset_workspace() {
+  Device& d = *device_;
+  for (const DeviceArray<double>* a : {&d.acc, &d.y, &d.x}) a->zero(solve_stream_);
+  d.counters.zero(solve_stream_);
+  // Keep the spin limit: clear only code and index of the solves' status.
+  SPADE_CUDA_CHECK(cudaMemsetAsync(d.status.get(), 0, 2 * sizeof(int), solve_stream_));
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(solve_stream_));
+  last_width_ = 0;
+}
+
+void GpuSolvePlan::set_spin_limit(long long polls) {
+  if (polls < 0) throw InvalidInput("GpuSolvePlan::set_spin_limit: negative poll count");
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(solve_stream_));
+  SPADE_CUDA_CHECK(cudaMemcpy(&device_->status.get()->spin_limit, &polls, sizeof(polls), cudaMemcpyHostToDevice));
+}
+
+void GpuSolvePlan::set_trace(bool on) {
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(solve_stream_));
+  device_->trace = on ? DeviceArray<unsigned long long>(6 * schedule_.tasks.size(), solve_stream_)
+                      : DeviceArray<unsigned long long>();
+  if (on) device_->trace.zero(solve_stream_);
+}
+
+std::vector<unsigned long long> GpuSolvePlan::trace() const {
+  std::vector<unsigned long long> out(device_->trace.size());
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(solve_stream_));
+  if (!out.empty())
+    SPADE_CUDA_CHECK(cudaMemcpy(out.data(), device_->trace.get(), out.size() * sizeof(unsigned long long),
+                                cudaMemcpyDeviceToHost));
+  return out;
+}
+
+void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs, std::uint64_t generation) {
+  const SymbolicFactor& S = *symbolic_;
+  const index_t n = S.n;
+  if (generation_ == 0 || generation != generation_)
+    throw InvalidInput("GPU solve: the factor's values on the GPU are not those of the current factorization");
+  if (nrhs < 0) throw InvalidInput("GPU solve: nrhs must be >= 0, got " + std::to_string(nrhs));
+  if (ldb < std::max<index_t>(1, n) || ldx < std::max<index_t>(1, n))
+    throw InvalidInput("GPU solve: leading dimensions " + std::to_string(ldb) + " and " + std::to_string(ldx) +
+                       " must be at least n = " + std::to_string(n));
+  forward_seconds_ = backward_seconds_ = 0;
+  passes_ = 0;
+  if (nrhs == 0 || n == 0) return;
+  Device& d = *device_;
+  const std::size_t ns = static_cast<std::size_t>(S.num_supernodes);
+  kernels::SupernodalView view{d.tasks.get(),       d.backward_tasks.get(), static_cast<int>(d.tasks.size()),
+                               d.supernode_begin.get(),
+                               d.row_ptr.get(),     d.panel_offset.get(),             d.parent.get(),
+                               d.units.get(),       d.need.get(),                     d.row_indices.get(),
+                               d.perm.get(),        d.values.get()};
+  kernels::SupernodalWorkspace ws{d.acc.get(),          d.y.get(), d.x.get(), d.counters.get(), d.counters.get() + ns,
+                                  d.counters.get() + 2 * ns, d.status.get()};
+  const int passes = static_cast<int>((nrhs + max_width_ - 1) / max_width_) + 1;
+  while (d.events.size() < static_cast<std::size_t>(3 * passes)) {
+    cudaEvent_t e;
+    SPADE_CUDA_CHECK(cudaEventCreate(&e));
+    d.events.push_back(e);
+  }
+  for (index_t col = 0; col < nrhs; ++passes_) {
+    const int width = width_for(nrhs - col, max_width_);
+    if (width != last_width_) {
+      d.y.zero(solve_stream_);  // y's zeros follow the pass width (kernels/supernodal_kernels.hpp)
+      last_width_ = width;
+    }
+    const kernels::SupernodalPass pass{B + static_cast<offset_t>(col) * ldb, ldb, X + static_cast<offset_t>(col) * ldx,
+                                       ldx, static_cast<int>(std::min<index_t>(width, nrhs - col)),
+                                       d.trace.size() > 0 ? d.trace.get() : nullptr};
+    const int grid = grid_[width_slot(width)];
+    cudaEvent_t* e = d.events.data() + 3 * passes_;
+    SPADE_CUDA_CHECK(cudaEventRecord(e[0], solve_stream_));
+    kernels::launch_supernodal_forward(width, view, ws, pass, grid, solve_stream_);
+    SPADE_CUDA_CHECK(cudaEventRecord(e[1], solve_stream_));
+    kernels::launch_supernodal_backward(width, view, ws, pass, grid, solve_stream_);
+    SPADE_CUDA_CHECK(cudaEventRecord(e[2], solve_stream_));
+    col += width;
+  }
+  SPADE_CUDA_CHECK(cudaMemcpyAsync(d.status_host.get(), d.status.get(), sizeof(kernels::DeviceStatus),
+                                   cudaMemcpyDeviceToHost, solve_stream_));
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(solve_stream_));
+  const kernels::DeviceStatus st = d.status_host.get()[0];
+  if (st.code != kernels::kStatusOk) {
+    reset_workspace();
+    throw NumericalError(NumericalError::Kind::no_progress, -1,
+                         "GPU solve: a spin-wait gave up (supernode " + std::to_string(st.index) +
+                             " waited too long for its dependencies); the solve was abandoned");
+  }
+  for (int p = 0; p < passes_; ++p) {
+    float forward = 0, backward = 0;
+    SPADE_CUDA_CHECK(cudaEventElapsedTime(&forward, d.events[3 * p], d.events[3 * p + 1]));
+    SPADE_CUDA_CHECK(cudaEventElapsedTime(&backward, d.events[3 * p + 1], d.events[3 * p + 2]));
+    forward_seconds_ += forward * 1e-3;
+    backward_seconds_ += backward * 1e-3;
+  }
+}
+
+// ---- GpuResidual ----
+
+namespace {
+
+__global__ void abs_kernel(const double* x, double* out, long long count) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    out[i] = fabs(x[i]);
+}
+
+/// result[0] = max |r|, result[1] = max |r| / (scale + |b|) (Oettli-Prager; 0 where r = 0, Inf where only
+/// the denominator is 0). Non-negative doubles order as their bit patterns, so atomicMax on the bits is
+/// the maximum (a NaN's bits exceed Inf's: a NaN residual shows as NaN).
+__global__ void backward_error_kernel(const double* b, const double* r, const double* scale, long long count,
+                                      unsigned long long* result) {
+  double norm = 0, berr = 0;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const double ri = fabs(r[i]);
+    const double denominator = scale[i] + fabs(b[i]);
+    norm = fmax(norm, ri);
+    if (ri != 0) berr = fmax(berr, denominator > 0 ? ri / denominator : __longlong_as_double(0x7ff0000000000000ll));
+    if (ri != ri) norm = berr = ri;  // fmax drops NaN: keep it
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const double other_norm = __shfl_xor_sync(0xffffffffu, norm, offset);
+    const double other_berr = __shfl_xor_sync(0xffffffffu, berr, offset);
+    norm = (other_norm != other_norm) ? other_norm : fmax(norm, other_norm);
+    berr = (other_berr != other_berr) ? other_berr : fmax(berr, other_berr);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    atomicMax(result, static_cast<unsigned long long>(__double_as_longlong(fabs(norm))));
+    atomicMax(result + 1, static_cast<unsigned long long>(__double_as_longlong(fabs(berr))));
+  }
+}
+
+}  // namespace
+
+struct GpuResidual::Device {
+  DeviceArray<int> row_ptr, col_ind;
+  DeviceArray<double> values, abs_values, abs_x, scale;
+  DeviceArray<char> buffer;
+  DeviceArray<unsigned long long> result;
+  PinnedArray<unsigned long long> result_host{2};
+  cusparseHandle_t cusparse = nullptr;
+  cublasHandle_t cublas = nullptr;
+  cusparseSpMatDescr_t A = nullptr, abs_A = nullptr;
+  ~Device() {
+    if (A != nullptr) cusparseDestroySpMat(A);
+    if (abs_A != nullptr) cusparseDestroySpMat(abs_A);
+    if (cusparse != nullptr) cusparseDestroy(cusparse);
+    if (cublas != nullptr) cublasDestroy(cublas);
+  }
+};
+
+GpuResidual::GpuResidual(const SparseMatrix& A, cudaStream_t stream) : stream_(stream) {
+  if (!A.is_square()) throw InvalidInput("GpuResidual: A must be square");
+  if (A.nnz() > std::numeric_limits<int>::max())
+    throw ResourceError("GPU refinement: nnz(A) = " + std::to_string(A.nnz()) + " does not fit 32-bit indices");
+  n_ = A.rows();
+  nnz_ = A.nnz();
+  device_ = std::make_unique<Device>();
+  Device& d = *device_;
+  d.row_ptr = DeviceArray<int>(converted<int>(A.col_ptr()), stream);
+  d.col_ind = DeviceArray<int>(A.row_ind(), stream);
+  d.values = DeviceArray<double>(static_cast<std::size_t>(nnz_), stream);
+  d.abs_values = DeviceArray<double>(static_cast<std::size_t>(nnz_), stream);
+  d.result = DeviceArray<unsigned long long>(2, stream);
+  cusparse_check(cusparseCreate(&d.cusparse), "cusparseCreate");
+  cusparse_check(cusparseSetStream(d.cusparse, stream), "cusparseSetStream");
+  cublas_check(cublasCreate(&d.cublas), "cublasCreate");
+  cublas_check(cublasSetStream(d.cublas, stream), "cublasSetStream");
+  // A is symmetric: its CSC arrays are the CSR arrays of A^T = A.
+  cusparse_check(cusparseCreateCsr(&d.A, n_, n_, nnz_, d.row_ptr.get(), d.col_ind.get(), d.values.get(),
+                                   CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F),
+                 "cusparseCreateCsr");
+  cusparse_check(cusparseCreateCsr(&d.abs_A, n_, n_, nnz_, d.row_ptr.get(), d.col_ind.get(), d.abs_values.get(),
+                                   CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F),
+                 "cusparseCreateCsr");
+  update_values(A);
+}
+
+GpuResidual::~GpuResidual() {
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+}
+
+void GpuResidual::update_values(const SparseMatrix& A) {
+  if (A.rows() != n_ || A.nnz() != nnz_) throw InvalidInput("GpuResidual::update_values: the pattern changed");
+  Device& d = *device_;
+  std::vector<double> abs_values(A.values().size());
+  for (std::size_t p = 0; p < abs_values.size(); ++p) abs_values[p] = std::abs(A.values()[p]);
+  SPADE_CUDA_CHECK(cudaMemcpyAsync(d.values.get(), A.values().data(), abs_values.size() * sizeof(double),
+                                   cudaMemcpyHostToDevice, stream_));
+  SPADE_CUDA_CHECK(cudaMemcpyAsync(d.abs_values.get(), abs_values.data(), abs_values.size() * sizeof(double),
+                                   cudaMemcpyHostToDevice, stream_));
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // abs_values is a temporary
+}
+
+RefinementStep GpuResidual::evaluate(const double* B, const double* X, double* R, index_t nrhs) {
+  RefinementStep step;
+  if (n_ == 0 || nrhs <= 0) return step;
+  Device& d = *device_;
+  const std::size_t count = static_cast<std::size_t>(n_) * nrhs;
+  if (d.abs_x.size() < count) {
+    d.abs_x = DeviceArray<double>(count, stream_);
+    d.scale = DeviceArray<double>(count, stream_);
+  }
+  SPADE_CUDA_CHECK(cudaMemcpyAsync(R, B, count * sizeof(double), cudaMemcpyDeviceToDevice, stream_));
+  const int threads = 256;
+  const int blocks = static_cast<int>(std::min<std::size_t>((count + threads - 1) / threads, 4096));
+  abs_kernel<<<blocks, threads, 0, stream_>>>(X, d.abs_x.get(), static_cast<long long>(count));
+  SPADE_CUDA_CHECK_LAUNCH();
+  const double minus_one = -1.0, one = 1.0, zero = 0.0;
+  // R = B - A X and scale = |A| |X| through SpMV (one column) or SpMM (several), buffers grown on demand.
+  auto multiply = [&](cusparseSpMatDescr_t M, const double* in, double* out, const double* alpha, const double* beta) {
+    std::size_t bytes = 0;
+    if (nrhs == 1) {
+      cusparseDnVecDescr_t vin, vout;
+      cusparse_check(cusparseCreateDnVec(&vin, n_, const_cast<double*>(in), CUDA_R_64F), "cusparseCreateDnVec");
+      cusparse_check(cusparseCreateDnVec(&vout, n_, out, CUDA_R_64F), "cusparseCreateDnVec");
+      cusparse_check(cusparseSpMV_bufferSize(d.cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE, alpha, M, vin, beta, vout,
+                                             CUDA_R_64F, CUSPARSE_SPMV_ALG_DEFAULT, &bytes),
+                     "cusparseSpMV_bufferSize");
+      if (d.buffer.size() < bytes) d.buffer = DeviceArray<char>(bytes, stream_);
+      cusparse_check(cusparseSpMV(d.cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE, alpha, M, vin, beta, vout, CUDA_R_64F,
+                                  CUSPARSE_SPMV_ALG_DEFAULT, d.buffer.get()),
+                     "cusparseSpMV");
+      cusparseDestroyDnVec(vin);
+      cusparseDestroyDnVec(vout);
+    } else {
+      cusparseDnMatDescr_t min, mout;
+      cusparse_check(cusparseCreateDnMat(&min, n_, nrhs, n_, const_cast<double*>(in), CUDA_R_64F, CUSPARSE_ORDER_COL),
+                     "cusparseCreateDnMat");
+      cusparse_check(cusparseCreateDnMat(&mout, n_, nrhs, n_, out, CUDA_R_64F, CUSPARSE_ORDER_COL), "cusparseCreateDnMat");
+      cusparse_check(cusparseSpMM_bufferSize(d.cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                                             alpha, M, min, beta, mout, CUDA_R_64F, CUSPARSE_SPMM_ALG_DEFAULT, &bytes),
+                     "cusparseSpMM_bufferSize");
+      if (d.buffer.size() < bytes) d.buffer = DeviceArray<char>(bytes, stream_);
+      cusparse_check(cusparseSpMM(d.cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, alpha, M,
+                                  min, beta, mout, CUDA_R_64F, CUSPARSE_SPMM_ALG_DEFAULT, d.buffer.get()),
+                     "cusparseSpMM");
+      cusparseDestroyDnMat(min);
+      cusparseDestroyDnMat(mout);
+    }
+  };
+  multiply(d.A, X, R, &minus_one, &one);
+  multiply(d.abs_A, d.abs_x.get(), d.scale.get(), &one, &zero);
+  d.result.zero(stream_);
+  backward_error_kernel<<<blocks, threads, 0, stream_>>>(B, R, d.scale.get(), static_cast<long long>(count),
+                                                         d.result.get());
+  SPADE_CUDA_CHECK_LAUNCH();
+  SPADE_CUDA_CHECK(cudaMemcpyAsync(d.result_host.get(), d.result.get(), 2 * sizeof(unsigned long long),
+                                   cudaMemcpyDeviceToHost, stream_));
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::memcpy(&step.residual_norm, d.result_host.get(), sizeof(double));
+  std::memcpy(&step.berr, d.result_host.get() + 1, sizeof(double));
+  return step;
+}
+
+void GpuResidual::add(double* X, const double* D, index_t nrhs) {
+  const double one = 1.0;
+  const long long count = static_cast<long long>(n_) * nrhs;
+  if (count == 0) return;
+  cublas_check(cublasDaxpy_64(device_->cublas, count, &one, D, 1, X, 1), "cublasDaxpy");
+}
+
+// ---- host registration and device description ----
+
+HostRegistration::HostRegistration(const void* data, std::size_t bytes) : data_(const_cast<void*>(data)) {
+  if (data == nullptr || bytes == 0) return;
+  ok_ = cudaHostRegister(data_, bytes, cudaHostRegisterDefault) == cudaSuccess;
+  if (!ok_) cudaGetLastError();  // not sticky; the memory stays pageable
+}
+
+HostRegistration::~HostRegistration() {
+  if (ok_) cudaHostUnregister(data_);
+}
+
+void gpu_memory(std::size_t& free_bytes, std::size_t& total_bytes) {
+  SPADE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+}
+
+std::string gpu_description() {
+  int device = 0;
+  SPADE_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp p;
+  SPADE_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+  std::size_t free_bytes = 0, total_bytes = 0;
+  gpu_memory(free_bytes, total_bytes);
+  char line[512];
+  std::snprintf(line, sizeof line, "%s (sm_%d%d, %d SMs, %.1f of %.1f GiB free)", p.name, p.major, p.minor,
+                p.multiProcessorCount, free_bytes / 1073741824.0, total_bytes / 1073741824.0);
+  return line;
+}
+
+}  // namespace spade

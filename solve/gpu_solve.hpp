@@ -1,0 +1,174 @@
+// The GPU side of spade's solve phase, used by the Solver facade (include/spade/solver.hpp); internal header
+// of solve/. Three pieces:
+//   GpuSolvePlan   - the supernodal solve plan: built from the symbolic factor alone (the schedule of
+//                    supernodal_schedule.hpp, every device allocation, the pattern on the device), then fed
+//                    the factor's values range by range as the host factorization finishes them; each range
+//                    is copied up and selectively inverted on the GPU at once (narrow diagonal blocks by the
+//                    warp kernel, wide ones by cuSOLVER trtri and cuBLAS trsm). Solves A X = B for device
+//                    X and B in passes of up to 8 right-hand sides (kernels/supernodal_solve.cu).
+//   GpuResidual    - A on the device for iterative refinement: R = B - A X by cuSPARSE SpMM, and the
+//                    Oettli-Prager backward error with |A| |X| by cuSPARSE and one reduction kernel.
+//   HostRegistration - page-locks the host factor's values (cudaHostRegister) so uploads run as DMA.
+// Everything here uses the CUDA device that is current when the object is created; every call must be made
+// with that device current. Errors: ResourceError for CUDA, cuBLAS, cuSOLVER and cuSPARSE failures (out of
+// memory included), InvalidInput for misuse, NumericalError for what the kernels report (a zero pivot, a
+// spin-wait that gave up).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "spade/solve.hpp"
+#include "spade/sparse_matrix.hpp"
+#include "spade/symbolic.hpp"
+#include "supernodal_schedule.hpp"
+
+namespace spade {
+
+/// Device memory of a GpuSolvePlan, in bytes, known before any allocation.
+struct GpuSolveMemory {
+  std::size_t factor = 0;     ///< the panels (M_s) in FP64
+  std::size_t pattern = 0;    ///< row indices, supernode arrays, permutation, schedule, counters
+  std::size_t workspace = 0;  ///< acc, y, x for passes of max_width right-hand sides
+  std::size_t inversion = 0;  ///< cuSOLVER's trtri workspace
+  std::size_t total() const { return factor + pattern + workspace + inversion; }
+};
+
+class GpuSolvePlan {
+ public:
+  /// Widest pass: right-hand sides solved together by one forward and one backward launch.
+  static constexpr int kMaxWidth = 8;
+
+  /// The plan's device memory for passes of `max_width` right-hand sides (1, 2, 4 or 8).
+  static GpuSolveMemory memory_estimate(const SymbolicFactor& S, const SupernodalSchedule& schedule,
+                                        int max_width = kMaxWidth);
+
+  /// Allocates everything and uploads the pattern, the permutation and the schedule on the current
+  /// device; synchronous. No values yet: solves refuse until finish_values().
+  GpuSolvePlan(std::shared_ptr<const SymbolicFactor> symbolic, SupernodalSchedule schedule,
+               int max_width = kMaxWidth);
+  ~GpuSolvePlan();
+  GpuSolvePlan(const GpuSolvePlan&) = delete;
+  GpuSolvePlan& operator=(const GpuSolvePlan&) = delete;
+
+  /// Starts a new set of values: the device copy is unusable until finish_values().
+  void begin_values();
+
+  /// Copies the panels of supernodes first .. last (inclusive) from `values` (the NumericFactor's host
+  /// values, laid out by panel_offset) and inverts their diagonal blocks, asynchronously on the upload
+  /// stream. The host values must not change until finish_values() returns. Call from one thread.
+  void upload(const double* values, index_t first, index_t last);
+
+  /// Waits for every upload and inversion, checks the inversion's status, and marks the device values as
+  /// those of factorization `generation` (NumericFactor::generation()). Throws NumericalError (singular)
+  /// for a zero pivot, ResourceError for a CUDA error.
+  void finish_values(std::uint64_t generation);
+
+  /// Copies the device's selectively inverted panels (M_s = [V; W], laid out as the factor's values) to
+  /// `host` (panel_offset.back() doubles). For tests and diagnostics; synchronous.
+  void copy_values_to_host(double* host) const;
+
+  /// The generation of the values on the device, 0 when none are complete.
+  std::uint64_t generation() const { return generation_; }
+
+  /// Solves A X = B: B and X are n x nrhs, column-major, leading dimensions ldb, ldx >= max(1, n), DEVICE
+  /// memory, original numbering; X may equal B (in place) and must not overlap it otherwise. `generation`
+  /// must be that of the values on the device (InvalidInput otherwise: the factor changed since it was
+  /// uploaded). Runs on stream() (which waits for the legacy default stream) in passes of at most
+  /// max_width() right-hand sides and synchronizes.
+  /// Throws NumericalError (no_progress) when a spin-wait gave up (the plan's state is restored first).
+  void solve(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs, std::uint64_t generation);
+
+  /// Forward and backward sweep times of the last solve, summed over its passes (CUDA events), seconds.
+  double last_forward_seconds() const { return forward_seconds_; }
+  double last_backward_seconds() const { return backward_seconds_; }
+  int last_passes() const { return passes_; }
+
+  const SupernodalSchedule& schedule() const { return schedule_; }
+  const GpuSolveMemory& memory() const { return memory_; }
+  int max_width() const { return max_width_; }
+  cudaStream_t stream() const { return solve_stream_; }
+
+  /// Polls before a spin-wait gives up (0: the default of kernels/sync.cuh). For tests. Synchronous.
+  void set_spin_limit(long long polls);
+
+  /// Diagnosis of the critical path: while on, every pass records per-task timestamps (ns), and trace()
+  /// returns those of the last pass: task t's forward {taken, dependencies met, done} at 3t .. 3t+2 and its
+  /// backward at 3 (tasks + t) .. (kernels/supernodal_kernels.hpp, SupernodalPass::trace). Off by default.
+  void set_trace(bool on);
+  std::vector<unsigned long long> trace() const;
+
+ private:
+  struct Device;  // device arrays, handles, events
+  void reset_workspace();
+
+  std::shared_ptr<const SymbolicFactor> symbolic_;
+  SupernodalSchedule schedule_;
+  int max_width_;
+  GpuSolveMemory memory_;
+  cudaStream_t upload_stream_ = nullptr;
+  cudaStream_t solve_stream_ = nullptr;
+  std::unique_ptr<Device> device_;
+  std::uint64_t generation_ = 0;
+  int last_width_ = 0;  // pass width whose y invariant holds (kernels/supernodal_kernels.hpp)
+  int grid_[4] = {0, 0, 0, 0};
+  double forward_seconds_ = 0, backward_seconds_ = 0;
+  int passes_ = 0;
+};
+
+/// A on the device for refinement (the symmetric A's CSC arrays are its CSR arrays).
+class GpuResidual {
+ public:
+  /// Uploads A (square, symmetric: both triangles stored) and |A|; work goes on `stream`. Throws
+  /// ResourceError when nnz(A) does not fit 32-bit indices or for a CUDA/cuSPARSE failure.
+  GpuResidual(const SparseMatrix& A, cudaStream_t stream);
+  ~GpuResidual();
+  GpuResidual(const GpuResidual&) = delete;
+  GpuResidual& operator=(const GpuResidual&) = delete;
+
+  /// New values, same pattern (InvalidInput otherwise).
+  void update_values(const SparseMatrix& A);
+
+  /// R = B - A X and the worst backward error: max over the nrhs columns and rows of
+  /// |b - A x|_i / (|A| |x| + |b|)_i (0 where numerator and denominator vanish, Inf where only the denominator
+  /// does) and the largest ||b - A x||_inf. B, X, R: n x nrhs, leading dimension n, DEVICE memory. Synchronizes.
+  RefinementStep evaluate(const double* B, const double* X, double* R, index_t nrhs);
+
+  /// X += D (n x nrhs each, leading dimension n, device memory), on the stream.
+  void add(double* X, const double* D, index_t nrhs);
+
+ private:
+  struct Device;
+  index_t n_ = 0;
+  offset_t nnz_ = 0;
+  cudaStream_t stream_;
+  std::unique_ptr<Device> device_;
+};
+
+/// Page-locks [data, data + bytes) for the object's lifetime (cudaHostRegister). ok() is false when the
+/// driver refused (the memory is then used pageable: uploads are slower, nothing else changes).
+class HostRegistration {
+ public:
+  HostRegistration(const void* data, std::size_t bytes);
+  ~HostRegistration();
+  HostRegistration(const HostRegistration&) = delete;
+  HostRegistration& operator=(const HostRegistration&) = delete;
+  bool ok() const { return ok_; }
+  const void* data() const { return data_; }
+
+ private:
+  void* data_;
+  bool ok_ = false;
+};
+
+/// The current device in one line: name, compute capability, multiprocessors and free / total memory.
+std::string gpu_description();
+
+/// Free and total memory of the current device, bytes.
+void gpu_memory(std::size_t& free_bytes, std::size_t& total_bytes);
+
+}  // namespace spade

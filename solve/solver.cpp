@@ -1,0 +1,591 @@
+// The Solver facade (include/spade/solver.hpp): the phases, their threads, placement, and the report.
+#include "spade/solver.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "../core/blas.hpp"
+#include "../kernels/cuda_check.hpp"
+#include "gpu_solve.hpp"
+#include "refine_loop.hpp"
+#include "spade/error.hpp"
+
+namespace spade {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+/// Ranges of finished supernodes, from the factoring threads to the plan's thread.
+class RangeQueue {
+ public:
+  struct Range {
+    const double* values;
+    index_t first, last;
+  };
+  void open() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ranges_.clear();
+    closed_ = false;
+  }
+  void push(Range r) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ranges_.push_back(r);
+    }
+    ready_.notify_one();
+  }
+  /// Every range queued so far (waiting for one), merged where they are adjacent in the supernode
+  /// numbering, so that each upload and inversion launch covers as much as is ready; false once the queue
+  /// is closed and empty.
+  bool pop_all(std::vector<Range>& out) {
+    out.clear();
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      ready_.wait(lock, [&] { return closed_ || !ranges_.empty(); });
+      if (ranges_.empty()) return false;
+      out.assign(ranges_.begin(), ranges_.end());
+      ranges_.clear();
+    }
+    std::sort(out.begin(), out.end(), [](const Range& a, const Range& b) { return a.first < b.first; });
+    std::size_t kept = 0;
+    for (std::size_t i = 1; i < out.size(); ++i) {
+      if (out[i].first == out[kept].last + 1 && out[i].values == out[kept].values)
+        out[kept].last = out[i].last;
+      else
+        out[++kept] = out[i];
+    }
+    out.resize(kept + 1);
+    return true;
+  }
+  void close() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      closed_ = true;
+    }
+    ready_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<Range> ranges_;
+  bool closed_ = true;
+};
+
+/// Device memory for a caller's block, stream-ordered (cudaMallocAsync / cudaFreeAsync).
+class DeviceBlock {
+ public:
+  DeviceBlock(std::size_t count, cudaStream_t stream) : stream_(stream) {
+    SPADE_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&data_), std::max<std::size_t>(count, 1) * sizeof(double), stream));
+  }
+  ~DeviceBlock() { cudaFreeAsync(data_, stream_); }
+  DeviceBlock(const DeviceBlock&) = delete;
+  DeviceBlock& operator=(const DeviceBlock&) = delete;
+  double* get() const { return data_; }
+
+ private:
+  double* data_ = nullptr;
+  cudaStream_t stream_;
+};
+
+/// Copies an n x nrhs column-major block between leading dimensions (any memory; `kind` says which).
+void copy_block(double* dst, index_t ldd, const double* src, index_t lds, index_t n, index_t nrhs, cudaMemcpyKind kind,
+                cudaStream_t stream) {
+  if (n == 0 || nrhs == 0) return;
+  SPADE_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<std::size_t>(ldd) * sizeof(double), src,
+                                     static_cast<std::size_t>(lds) * sizeof(double), static_cast<std::size_t>(n) * sizeof(double),
+                                     static_cast<std::size_t>(nrhs), kind, stream));
+}
+
+void check_finite(const double* X, index_t n, index_t nrhs, index_t ldx) {
+  for (index_t r = 0; r < nrhs; ++r)
+    for (index_t i = 0; i < n; ++i)
+      if (!std::isfinite(X[i + static_cast<offset_t>(r) * ldx]))
+        throw InvalidInput("solve: right-hand side entry (" + std::to_string(i) + ", " + std::to_string(r) +
+                           ") is not finite");
+}
+
+/// Right-hand sides per chunk when `blocks` device blocks of n x chunk doubles must fit in a quarter of the
+/// device's free memory (at least one column; ResourceError if not even one fits).
+index_t columns_that_fit(index_t n, index_t nrhs, int blocks) {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  gpu_memory(free_bytes, total_bytes);
+  const std::size_t column = static_cast<std::size_t>(std::max<index_t>(n, 1)) * sizeof(double) * blocks;
+  const std::size_t fit = free_bytes / 4 / column;
+  if (fit == 0)
+    throw ResourceError("GPU solve: " + std::to_string(blocks) + " device columns of n = " + std::to_string(n) +
+                        " doubles do not fit in the GPU's free memory");
+  return static_cast<index_t>(std::min<std::size_t>(fit, static_cast<std::size_t>(std::max<index_t>(nrhs, 1))));
+}
+
+/// The refinement of several column chunks as one result: per step the worst over the chunks (a chunk that
+/// stopped earlier counts with its last step), converged only if every chunk did, and the least favourable
+/// stop reason.
+void merge_refinement(RefinementResult& into, const RefinementResult& chunk, bool first) {
+  if (first) {
+    into = chunk;
+    return;
+  }
+  const std::size_t steps = std::max(into.steps.size(), chunk.steps.size());
+  auto at = [](const RefinementResult& r, std::size_t k) { return r.steps[std::min(k, r.steps.size() - 1)]; };
+  std::vector<RefinementStep> merged(steps);
+  for (std::size_t k = 0; k < steps; ++k) {
+    merged[k].residual_norm = std::max(at(into, k).residual_norm, at(chunk, k).residual_norm);
+    merged[k].berr = std::max(at(into, k).berr, at(chunk, k).berr);
+  }
+  into.steps = std::move(merged);
+  into.solution.residual_norm = std::max(into.solution.residual_norm, chunk.solution.residual_norm);
+  into.solution.berr = std::max(into.solution.berr, chunk.solution.berr);
+  into.converged = into.converged && chunk.converged;
+  if (chunk.stop != RefinementResult::Stop::converged && into.stop != RefinementResult::Stop::max_steps)
+    into.stop = chunk.stop;
+}
+
+/// Whether a CUDA device usable by spade is present, and if not, why.
+bool probe_device(int& device, std::string& description, std::string& problem) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    problem = std::string("no usable GPU (") + (err != cudaSuccess ? cudaGetErrorString(err) : "no CUDA device") + ")";
+    return false;
+  }
+  SPADE_CUDA_CHECK(cudaGetDevice(&device));
+  SPADE_CUDA_CHECK(cudaFree(nullptr));  // creates the context now, beside the analysis
+  if (cuda_device_major() < 7) {
+    problem = "the GPU is older than sm_70, which spade's GPU solve needs";
+    return false;
+  }
+  description = gpu_description();
+  return true;
+}
+
+}  // namespace
+
+std::string to_string(Placement placement) {
+  switch (placement) {
+    case Placement::gpu: return "gpu";
+    case Placement::cpu: return "cpu";
+    case Placement::automatic: break;
+  }
+  return "auto";
+}
+
+Placement parse_placement(const std::string& name) {
+  if (name == "auto") return Placement::automatic;
+  if (name == "gpu") return Placement::gpu;
+  if (name == "cpu") return Placement::cpu;
+  throw InvalidInput("unknown placement '" + name + "'; expected auto, gpu or cpu");
+}
+
+struct Solver::Impl {
+  SolverOptions options;
+  Report report;
+  std::shared_ptr<const SymbolicFactor> symbolic;
+  std::optional<SparseMatrix> A;  // the last factorized matrix, for refinement
+  std::optional<NumericFactor> factor;
+
+  // The GPU. Destruction runs bottom-up: the registration goes before the factor it pins, the residual
+  // (on the plan's stream) before the plan.
+  bool device_ok = false;
+  int device = 0;
+  std::string device_description, device_problem;
+  std::unique_ptr<GpuSolvePlan> plan;
+  std::unique_ptr<GpuResidual> residual;
+  std::unique_ptr<HostRegistration> pinned;
+  bool use_gpu = false;  // the current factor's solves run on the GPU
+
+  // Streaming a factorization's values to the plan.
+  RangeQueue queue;
+  std::atomic<bool> streaming{false};
+
+  void set_phase(const std::string& name, double seconds, double gflops = 0) {
+    for (PhaseTime& p : report.phases)
+      if (p.name == name) {
+        p.seconds = seconds;
+        p.gflops_per_second = gflops;
+        return;
+      }
+    report.phases.push_back({name, seconds, gflops});
+  }
+
+  void require_factor(const char* who) const {
+    if (!factor || !factor->valid())
+      throw InvalidInput(std::string(who) + ": no successful factorization (call factorize() first)");
+  }
+
+  void check_shape(index_t nrhs, index_t ld, const char* who) const {
+    const index_t n = symbolic->n;
+    if (nrhs < 0) throw InvalidInput(std::string(who) + ": nrhs must be >= 0, got " + std::to_string(nrhs));
+    if (ld < std::max<index_t>(1, n))
+      throw InvalidInput(std::string(who) + ": leading dimension " + std::to_string(ld) + " is smaller than n = " +
+                         std::to_string(n));
+  }
+
+  /// Builds the plan and its residual; returns an empty string, or why the GPU cannot take this factor.
+  std::string build_plan() {
+    const auto t0 = Clock::now();
+    SupernodalSchedule schedule = build_schedule(*symbolic);
+    const GpuSolveMemory need = GpuSolvePlan::memory_estimate(*symbolic, schedule);
+    const std::size_t refine = static_cast<std::size_t>(A->nnz()) * (2 * sizeof(double) + sizeof(int)) +
+                               static_cast<std::size_t>(A->rows() + 1) * sizeof(int);
+    std::size_t free_bytes = 0, total_bytes = 0;
+    gpu_memory(free_bytes, total_bytes);
+    const std::size_t wanted = need.total() + refine + (std::size_t(64) << 20);
+    if (wanted > free_bytes) {
+      char line[200];
+      std::snprintf(line, sizeof line, "the GPU solve needs %.2f GiB of device memory, %.2f GiB are free",
+                    wanted / 1073741824.0, free_bytes / 1073741824.0);
+      return line;
+    }
+    plan = std::make_unique<GpuSolvePlan>(symbolic, std::move(schedule));
+    residual = std::make_unique<GpuResidual>(*A, plan->stream());
+    GpuPlanReport r;
+    const SupernodalSchedule& s = plan->schedule();
+    r.device = device_description;
+    r.device_bytes = plan->memory().total();
+    r.factor_bytes = plan->memory().factor;
+    r.max_width = plan->max_width();
+    r.groups = s.num_groups;
+    r.grouped_supernodes = s.grouped_supernodes;
+    r.tiles = static_cast<index_t>(s.tasks.size()) - s.num_groups;
+    r.tiled_supernodes = s.tiled_supernodes;
+    r.tree_height = s.height;
+    r.critical_columns = s.critical_columns;
+    r.small_inverses = static_cast<index_t>(s.small_inverse.size());
+    r.large_inverses = static_cast<index_t>(s.large_inverse.size());
+    r.plan_seconds = seconds_since(t0);
+    report.plan = r;
+    return {};
+  }
+
+  /// The plan's thread during one factorization: plan (once), then every range the factorization
+  /// reports, then the wait for the last inversion. Sets `problem` to why the GPU cannot take the factor;
+  /// exceptions go to `error`.
+  void feed_plan(const std::atomic<bool>& factor_failed, std::string& problem, std::exception_ptr& error) {
+    std::vector<RangeQueue::Range> ranges;
+    try {
+      SPADE_CUDA_CHECK(cudaSetDevice(device));
+      if (!plan) {
+        problem = build_plan();
+      } else {
+        residual->update_values(*A);
+        report.plan->plan_seconds = 0;
+      }
+      if (problem.empty()) {
+        plan->begin_values();
+        Clock::time_point first_upload{};
+        bool any = false;
+        while (queue.pop_all(ranges)) {
+          if (!any) {
+            first_upload = Clock::now();
+            any = true;
+            if (!pinned || pinned->data() != ranges[0].values)
+              pinned = std::make_unique<HostRegistration>(
+                  ranges[0].values, static_cast<std::size_t>(symbolic->panel_offset.back()) * sizeof(double));
+          }
+          for (const RangeQueue::Range& range : ranges) plan->upload(range.values, range.first, range.last);
+        }
+        if (!factor_failed) {
+          plan->finish_values(factor->generation());
+          report.plan->upload_seconds = any ? seconds_since(first_upload) : 0;
+          report.plan->pinned = pinned && pinned->ok();
+        }
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+    while (queue.pop_all(ranges)) {
+    }  // drain what a failed plan left
+  }
+};
+
+Solver::Solver(const SolverOptions& options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = options;
+  impl_->report.placement = options.placement;
+}
+
+Solver::~Solver() = default;
+
+void Solver::analyze(const SparseMatrix& A) {
+  Impl& s = *impl_;
+  s.pinned.reset();
+  s.residual.reset();
+  s.plan.reset();
+  s.factor.reset();
+  s.A.reset();
+  s.symbolic.reset();
+  s.use_gpu = false;
+  s.report = Report{};
+  s.report.placement = s.options.placement;
+  // The CUDA context takes a while to come up: do it beside the analysis.
+  std::thread probe;
+  std::exception_ptr probe_error;
+  if (s.options.placement != Placement::cpu && !s.device_ok) {
+    probe = std::thread([&] {
+      try {
+        s.device_ok = probe_device(s.device, s.device_description, s.device_problem);
+      } catch (...) {
+        probe_error = std::current_exception();
+      }
+    });
+  }
+  try {
+    s.symbolic = spade::analyze(A, s.options.analyze);
+  } catch (...) {
+    if (probe.joinable()) probe.join();
+    throw;
+  }
+  if (probe.joinable()) probe.join();
+  if (probe_error) {
+    try {
+      std::rethrow_exception(probe_error);
+    } catch (const std::exception& e) {
+      s.device_ok = false;
+      s.device_problem = std::string("the GPU could not be initialized: ") + e.what();
+    }
+  }
+  s.set_phase("order", s.symbolic->ordering_seconds);
+  s.set_phase("symbolic", s.symbolic->symbolic_seconds);
+}
+
+void Solver::factorize(const SparseMatrix& A) {
+  Impl& s = *impl_;
+  if (!s.symbolic) throw InvalidInput("Solver::factorize: call analyze() first");
+  const Placement placement = s.options.placement;
+  if (placement == Placement::gpu && !s.device_ok)
+    throw ResourceError("the GPU solve was requested (placement gpu), but " + s.device_problem);
+  if (A.rows() != s.symbolic->n || A.cols() != s.symbolic->n)
+    throw InvalidInput("factorize: the matrix is " + std::to_string(A.rows()) + " x " + std::to_string(A.cols()) +
+                       ", the analysis was of order " + std::to_string(s.symbolic->n));
+  s.A = A;
+  const bool try_gpu = placement != Placement::cpu && s.device_ok;
+
+  std::thread worker;
+  std::atomic<bool> factor_failed{false};
+  std::string problem;
+  std::exception_ptr gpu_error;
+  if (try_gpu) {
+    s.queue.open();
+    s.streaming = true;
+    worker = std::thread([&] { s.feed_plan(factor_failed, problem, gpu_error); });
+  }
+  const auto t0 = Clock::now();
+  try {
+    if (s.factor) {
+      s.factor->refactorize(A);
+    } else {
+      FactorOptions fo;
+      fo.threads = s.options.threads;
+      fo.progress = [impl = &s](const NumericFactor& f, index_t first, index_t last) {
+        if (impl->streaming) impl->queue.push({f.values().data(), first, last});
+      };
+      s.factor.emplace(s.symbolic, A, fo);
+    }
+  } catch (...) {
+    factor_failed = true;
+    s.streaming = false;
+    s.queue.close();
+    if (worker.joinable()) worker.join();
+    if (s.plan) s.plan->begin_values();  // the device copy is not of any valid factor
+    throw;
+  }
+  const double numeric = seconds_since(t0);
+  s.streaming = false;
+  s.queue.close();
+  const auto returned = Clock::now();
+  if (worker.joinable()) worker.join();
+  s.report.threads = s.factor->threads();
+  s.set_phase("numeric", numeric, numeric > 0 ? s.symbolic->flops * 1e-9 / numeric : 0);
+
+  if (!try_gpu) {
+    s.use_gpu = false;
+    s.report.gpu = false;
+    s.report.placement_reason = placement == Placement::cpu ? "host solve (placement cpu)" : "host solve: " + s.device_problem;
+    return;
+  }
+  if (gpu_error || !problem.empty()) {
+    std::string why = problem;
+    if (gpu_error) {
+      try {
+        std::rethrow_exception(gpu_error);
+      } catch (const std::exception& e) {
+        why = std::string("the GPU plan failed: ") + e.what();
+      }
+    }
+    s.residual.reset();
+    s.plan.reset();
+    s.report.plan.reset();
+    s.use_gpu = false;
+    s.report.gpu = false;
+    if (placement == Placement::gpu) throw ResourceError("the GPU solve was requested (placement gpu), but " + why);
+    s.report.placement_reason = "host solve: " + why;
+    return;
+  }
+  s.report.plan->visible_seconds = seconds_since(returned);
+  s.use_gpu = true;
+  s.report.gpu = true;
+  s.report.placement_reason = "GPU: " + s.device_description;
+}
+
+void Solver::solve(double* X, index_t nrhs, index_t ldx, Memory memory) {
+  Impl& s = *impl_;
+  s.require_factor("Solver::solve");
+  s.check_shape(nrhs, ldx, "Solver::solve");
+  const index_t n = s.symbolic->n;
+  const auto t0 = Clock::now();
+  SolveTimes times;
+  times.nrhs = nrhs;
+  if (s.use_gpu) {
+    times.gpu = true;
+    const std::uint64_t generation = s.factor->generation();
+    if (memory == Memory::host) {
+      // Host columns go through a device block, in chunks that fit the GPU's memory.
+      check_finite(X, n, nrhs, ldx);
+      const cudaStream_t stream = s.plan->stream();
+      const index_t ld = std::max<index_t>(n, 1), chunk = columns_that_fit(n, nrhs, 1);
+      DeviceBlock block(static_cast<std::size_t>(n) * chunk, stream);
+      double forward = 0, backward = 0;
+      for (index_t c = 0; c < nrhs; c += chunk) {
+        const index_t k = std::min(chunk, nrhs - c);
+        double* Xc = X + static_cast<offset_t>(c) * ldx;
+        copy_block(block.get(), ld, Xc, ldx, n, k, cudaMemcpyHostToDevice, stream);
+        s.plan->solve(block.get(), ld, block.get(), ld, k, generation);
+        copy_block(Xc, ldx, block.get(), ld, n, k, cudaMemcpyDeviceToHost, stream);
+        SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+        forward += s.plan->last_forward_seconds();
+        backward += s.plan->last_backward_seconds();
+        times.passes += s.plan->last_passes();
+      }
+      times.forward_seconds = forward;
+      times.backward_seconds = backward;
+    } else {
+      s.plan->solve(X, ldx, X, ldx, nrhs, generation);
+      times.passes = s.plan->last_passes();
+      times.forward_seconds = s.plan->last_forward_seconds();
+      times.backward_seconds = s.plan->last_backward_seconds();
+    }
+  } else if (memory == Memory::device) {
+    if (!s.device_ok) throw InvalidInput("Solver::solve: device memory given, but " + s.device_problem);
+    std::vector<double> host(static_cast<std::size_t>(n) * nrhs);
+    copy_block(host.data(), std::max<index_t>(n, 1), X, ldx, n, nrhs, cudaMemcpyDeviceToHost, nullptr);
+    SPADE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+    {
+      BlasThreads blas(s.factor->threads());
+      solve_in_place(*s.factor, host.data(), nrhs, std::max<index_t>(n, 1));
+    }
+    copy_block(X, ldx, host.data(), std::max<index_t>(n, 1), n, nrhs, cudaMemcpyHostToDevice, nullptr);
+    SPADE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  } else {
+    BlasThreads blas(s.factor->threads());
+    solve_in_place(*s.factor, X, nrhs, ldx);
+  }
+  times.seconds = seconds_since(t0);
+  s.report.last_solve = times;
+  s.set_phase("solve", times.seconds, times.seconds > 0 ? s.symbolic->solve_flops * nrhs * 1e-9 / times.seconds : 0);
+}
+
+RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs,
+                                       Memory memory) {
+  return solve_refined(B, ldb, X, ldx, nrhs, impl_->options.refine, memory);
+}
+
+RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs,
+                                       const RefineOptions& refine, Memory memory) {
+  Impl& s = *impl_;
+  s.require_factor("Solver::solve_refined");
+  s.check_shape(nrhs, ldb, "Solver::solve_refined");
+  s.check_shape(nrhs, ldx, "Solver::solve_refined");
+  const index_t n = s.symbolic->n, ld = std::max<index_t>(n, 1);
+  const auto t0 = Clock::now();
+  RefinementResult result;
+  if (s.use_gpu) {
+    if (memory == Memory::host) check_finite(B, n, nrhs, ldb);
+    const cudaStream_t stream = s.plan->stream();
+    // Contiguous device blocks (leading dimension n): B, X, the residual/correction D and the saved X, for
+    // as many columns at a time as fit the GPU's memory; each chunk is refined on its own.
+    const index_t chunk = columns_that_fit(n, nrhs, 4);
+    const std::size_t count = static_cast<std::size_t>(n) * chunk;
+    DeviceBlock b(count, stream), x(count, stream), d(count, stream), previous(count, stream);
+    const cudaMemcpyKind in = memory == Memory::host ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice;
+    const cudaMemcpyKind out = memory == Memory::host ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
+    struct GpuOps {
+      Impl& s;
+      const double* b;
+      double *x, *d, *previous;
+      index_t n, ld, nrhs;
+      cudaStream_t stream;
+      std::uint64_t generation;
+      void first_solve() {
+        copy_block(x, ld, b, ld, n, nrhs, cudaMemcpyDeviceToDevice, stream);
+        s.plan->solve(x, ld, x, ld, nrhs, generation);
+      }
+      RefinementStep evaluate() { return s.residual->evaluate(b, x, d, nrhs); }
+      void save() { copy_block(previous, ld, x, ld, n, nrhs, cudaMemcpyDeviceToDevice, stream); }
+      void correct() {
+        s.plan->solve(d, ld, d, ld, nrhs, generation);
+        s.residual->add(x, d, nrhs);
+      }
+      void restore() { copy_block(x, ld, previous, ld, n, nrhs, cudaMemcpyDeviceToDevice, stream); }
+    };
+    for (index_t c = 0; c == 0 || c < nrhs; c += chunk) {  // once for nrhs = 0: the history has step 0
+      const index_t k = std::min(chunk, nrhs - c);
+      copy_block(b.get(), ld, B + static_cast<offset_t>(c) * ldb, ldb, n, k, in, stream);
+      GpuOps ops{s, b.get(), x.get(), d.get(), previous.get(), n, ld, k, stream, s.factor->generation()};
+      merge_refinement(result, refine_loop(ops, refine), c == 0);
+      copy_block(X + static_cast<offset_t>(c) * ldx, ldx, x.get(), ld, n, k, out, stream);
+      SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+  } else {
+    BlasThreads blas(s.factor->threads());
+    const SolveFunction host_solve = [&s](double* Y, index_t k, index_t ldy) { solve_in_place(*s.factor, Y, k, ldy); };
+    if (memory == Memory::device) {
+      if (!s.device_ok) throw InvalidInput("Solver::solve_refined: device memory given, but " + s.device_problem);
+      std::vector<double> hb(static_cast<std::size_t>(n) * nrhs), hx(hb.size());
+      copy_block(hb.data(), ld, B, ldb, n, nrhs, cudaMemcpyDeviceToHost, nullptr);
+      SPADE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+      result = spade::solve_refined(*s.A, host_solve, hb.data(), ld, hx.data(), ld, nrhs, refine);
+      copy_block(X, ldx, hx.data(), ld, n, nrhs, cudaMemcpyHostToDevice, nullptr);
+      SPADE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+    } else {
+      result = spade::solve_refined(*s.A, host_solve, B, ldb, X, ldx, nrhs, refine);
+    }
+  }
+  s.set_phase("refine", seconds_since(t0));
+  return result;
+}
+
+const SymbolicFactor& Solver::symbolic() const {
+  if (!impl_->symbolic) throw InvalidInput("Solver::symbolic: call analyze() first");
+  return *impl_->symbolic;
+}
+
+std::shared_ptr<const SymbolicFactor> Solver::symbolic_ptr() const { return impl_->symbolic; }
+
+const NumericFactor& Solver::factor() const {
+  impl_->require_factor("Solver::factor");
+  return *impl_->factor;
+}
+
+bool Solver::on_gpu() const { return impl_->use_gpu; }
+const Report& Solver::report() const { return impl_->report; }
+const SolverOptions& Solver::options() const { return impl_->options; }
+
+void Solver::set_gpu_spin_limit(long long polls) {
+  if (!impl_->plan) throw InvalidInput("Solver::set_gpu_spin_limit: no GPU plan");
+  impl_->plan->set_spin_limit(polls);
+}
+
+}  // namespace spade

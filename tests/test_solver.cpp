@@ -1,0 +1,423 @@
+// The Solver facade (include/spade/solver.hpp) on every placement, and the GPU solve plan
+// (solve/gpu_solve.hpp) against its host references: the selective inversion against
+// invert_supernodes_reference, the GPU solve against the host supernodal solve (tolerances scaled by eps
+// and the condition estimate), refinement on the device, repeated solves and refactorizations, the edge
+// shapes of the assembly tree, and the failure paths. GPU tests skip visibly without a GPU; the host and
+// fallback paths run everywhere (CI has no GPU).
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../solve/gpu_solve.hpp"
+#include "../solve/supernodal_schedule.hpp"
+#include "condition.hpp"
+#include "error_of.hpp"
+#include "gpu_test.hpp"
+#include "spade/error.hpp"
+#include "spade/generators.hpp"
+#include "spade/matrix_market.hpp"
+#include "spade/solver.hpp"
+#include "test_matrices.hpp"
+
+namespace spade {
+namespace {
+
+constexpr double kEps = std::numeric_limits<double>::epsilon();
+
+SparseMatrix tridiagonal(index_t n) {
+  std::vector<std::int64_t> r, c;
+  std::vector<double> v;
+  for (index_t i = 0; i < n; ++i) {
+    r.push_back(i), c.push_back(i), v.push_back(2.0);
+    if (i + 1 < n) {
+      r.push_back(i + 1), c.push_back(i), v.push_back(-1.0);
+      r.push_back(i), c.push_back(i + 1), v.push_back(-1.0);
+    }
+  }
+  return SparseMatrix::from_triplets(n, n, r, c, v);
+}
+
+SparseMatrix dense_spd(index_t n) {
+  std::vector<std::int64_t> r, c;
+  std::vector<double> v;
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = 0; i < n; ++i) r.push_back(i), c.push_back(j), v.push_back(i == j ? 2.0 * n : 1.0 / (1 + i + j));
+  return SparseMatrix::from_triplets(n, n, r, c, v);
+}
+
+/// Fresh random right-hand sides (the seed goes into failure messages through `seed`).
+std::vector<double> random_block(index_t n, index_t nrhs, unsigned& seed) {
+  seed = std::random_device{}();
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> B(static_cast<std::size_t>(n) * nrhs);
+  for (double& b : B) b = u(rng);
+  return B;
+}
+
+double relative_difference(const std::vector<double>& X, const std::vector<double>& Y) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < X.size(); ++i) {
+    diff = std::max(diff, std::abs(X[i] - Y[i]));
+    norm = std::max(norm, std::abs(Y[i]));
+    if (std::isnan(X[i])) return std::numeric_limits<double>::infinity();
+  }
+  return norm > 0 ? diff / norm : diff;
+}
+
+SolverOptions on(Placement placement) {
+  SolverOptions o;
+  o.placement = placement;
+  return o;
+}
+
+double condition_of(const SparseMatrix& A, const NumericFactor& F) {
+  return testing::condition_estimate(A, [&F](double* x, index_t k, index_t ld) { solve_in_place(F, x, k, ld); });
+}
+
+// ---- every placement ----
+
+TEST(Solver, ParsePlacement) {
+  EXPECT_EQ(parse_placement("auto"), Placement::automatic);
+  EXPECT_EQ(parse_placement("gpu"), Placement::gpu);
+  EXPECT_EQ(parse_placement("cpu"), Placement::cpu);
+  EXPECT_EQ(to_string(Placement::automatic), "auto");
+  EXPECT_NE(testing::error_of<InvalidInput>([] { parse_placement("tpu"); }).find("tpu"), std::string::npos);
+}
+
+TEST(Solver, HostPlacementSolvesAndRefines) {
+  const SparseMatrix A = laplacian_2d(30, 20);
+  Solver solver(on(Placement::cpu));
+  solver.analyze(A);
+  solver.factorize(A);
+  EXPECT_FALSE(solver.on_gpu());
+  EXPECT_NE(solver.report().placement_reason.find("placement cpu"), std::string::npos);
+  const index_t n = A.rows();
+  unsigned seed = 0;
+  const std::vector<double> B = random_block(n, 2, seed);
+  std::vector<double> X = B, expected = B;
+  solver.solve(X.data(), 2, n);
+  solve_in_place(solver.factor(), expected.data(), 2, n);
+  EXPECT_EQ(X, expected);
+  const RefinementResult r = solver.solve_refined(B.data(), n, X.data(), n, 2);
+  EXPECT_LE(r.solution.berr, 4 * kEps);
+  ASSERT_TRUE(solver.report().last_solve);
+  EXPECT_FALSE(solver.report().last_solve->gpu);
+}
+
+TEST(Solver, PhasesOutOfOrderAndBadShapes) {
+  const SparseMatrix A = laplacian_2d(6, 5);
+  Solver solver(on(Placement::cpu));
+  double x = 0;
+  EXPECT_NE(testing::error_of<InvalidInput>([&] { solver.factorize(A); }).find("analyze"), std::string::npos);
+  solver.analyze(A);
+  EXPECT_NE(testing::error_of<InvalidInput>([&] { solver.solve(&x, 1, 30); }).find("factoriz"), std::string::npos);
+  solver.factorize(A);
+  std::vector<double> X(30, 1.0);
+  EXPECT_NE(testing::error_of<InvalidInput>([&] { solver.solve(X.data(), 1, 29); }).find("leading dimension"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of<InvalidInput>([&] { solver.solve(X.data(), -1, 30); }).find("nrhs"), std::string::npos);
+  X[3] = std::nan("");
+  EXPECT_NE(testing::error_of<InvalidInput>([&] { solver.solve(X.data(), 1, 30); }).find("not finite"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of<InvalidInput>([&] { solver.factorize(laplacian_2d(5, 5)); }).find("order"),
+            std::string::npos);
+}
+
+/// Not positive definite: the error names the column; the solver then refuses to solve until a good
+/// refactorization, on whatever placement the machine offers.
+void check_not_positive_definite(Placement placement) {
+  SparseMatrix A = laplacian_2d(7, 5);
+  Solver solver(on(placement));
+  solver.analyze(A);
+  solver.factorize(A);
+  SparseMatrix bad = A;
+  for (index_t j = 0; j < bad.cols(); ++j)
+    for (offset_t p = bad.col_ptr()[j]; p < bad.col_ptr()[j + 1]; ++p)
+      if (j == 23 && bad.row_ind()[p] == 23) bad.values()[p] = -1.0;
+  try {
+    solver.factorize(bad);
+    FAIL() << "no error";
+  } catch (const NumericalError& e) {
+    EXPECT_EQ(e.kind(), NumericalError::Kind::not_positive_definite);
+    EXPECT_EQ(e.index(), 23);
+  }
+  std::vector<double> X(35, 1.0);
+  EXPECT_NE(testing::error_of<InvalidInput>([&] { solver.solve(X.data(), 1, 35); }).find("factoriz"), std::string::npos);
+  solver.factorize(A);
+  std::vector<double> b(35), x(35, 1.0);
+  A.multiply(x.data(), b.data());
+  solver.solve(b.data(), 1, 35);
+  EXPECT_LE(relative_difference(b, x), 1e3 * kEps);
+}
+
+TEST(Solver, NotPositiveDefiniteThenRefactorizeOnTheHost) { check_not_positive_definite(Placement::cpu); }
+
+TEST(Solver, AutomaticPlacementFallsBackWithoutAGpu) {
+  if (cuda_device_available()) GTEST_SKIP() << "a GPU is present: the fallback is tested by test_cli with CUDA_VISIBLE_DEVICES=''";
+  const SparseMatrix A = laplacian_3d(6, 6, 6);
+  Solver solver;
+  solver.analyze(A);
+  solver.factorize(A);
+  EXPECT_FALSE(solver.on_gpu());
+  EXPECT_NE(solver.report().placement_reason.find("no usable GPU"), std::string::npos) << solver.report().placement_reason;
+  Solver insist(on(Placement::gpu));
+  insist.analyze(A);
+  EXPECT_NE(testing::error_of<ResourceError>([&] { insist.factorize(A); }).find("placement gpu"), std::string::npos);
+}
+
+// ---- the GPU ----
+
+/// Builds a plan from scratch and uploads F's values range by range, as the facade does.
+std::unique_ptr<GpuSolvePlan> plan_for(const NumericFactor& F) {
+  auto plan = std::make_unique<GpuSolvePlan>(F.symbolic_ptr(), build_schedule(F.symbolic()));
+  plan->begin_values();
+  const index_t ns = F.symbolic().num_supernodes;
+  for (index_t s = 0; s < ns; s += 7) plan->upload(F.values().data(), s, std::min(ns - 1, s + 6));
+  plan->finish_values(F.generation());
+  return plan;
+}
+
+TEST(GpuPlan, SelectiveInversionMatchesTheHostReference) {
+  SPADE_REQUIRE_GPU();
+  // Widths from 1 to several hundred: the warp kernel (<= 32) and cuSOLVER/cuBLAS (wider).
+  for (const auto& A : {laplacian_3d(18, 18, 18, Stencil::twenty_seven_point), laplacian_2d(90, 80), dense_spd(300)}) {
+    const NumericFactor F(analyze(A), A);
+    const auto plan = plan_for(F);
+    const SymbolicFactor& S = F.symbolic();
+    std::vector<double> reference = F.values(), device(reference.size(), std::nan(""));
+    invert_supernodes_reference(S, reference.data());
+    plan->copy_values_to_host(device.data());
+    for (index_t s = 0; s < S.num_supernodes; ++s) {
+      const offset_t begin = S.panel_offset[s], end = S.panel_offset[s + 1];
+      double scale = 0, diff = 0;
+      for (offset_t p = begin; p < end; ++p) {
+        scale = std::max(scale, std::abs(reference[p]));
+        diff = std::max(diff, std::abs(device[p] - reference[p]));
+        if (std::isnan(device[p])) diff = std::numeric_limits<double>::infinity();
+      }
+      const index_t k = S.supernode_cols(s);
+      ASSERT_LE(diff, 64.0 * k * kEps * scale) << "supernode " << s << " of width " << k;
+      for (index_t c = 1; c < k; ++c)
+        for (index_t r = 0; r < c; ++r) ASSERT_EQ(device[begin + r + static_cast<offset_t>(c) * S.supernode_rows(s)], 0.0);
+    }
+  }
+}
+
+/// GPU solve against the host solve through the facade, nrhs as given, tolerance C eps kappa_1(A).
+void check_gpu_against_host(const SparseMatrix& A, const std::string& what, const std::vector<index_t>& widths,
+                            const AnalyzeOptions& analyze_options = {}) {
+  SolverOptions options = on(Placement::gpu);
+  options.analyze = analyze_options;
+  Solver solver(options);
+  solver.analyze(A);
+  solver.factorize(A);
+  ASSERT_TRUE(solver.on_gpu()) << solver.report().placement_reason;
+  const NumericFactor& F = solver.factor();
+  const double kappa = condition_of(A, F);
+  const index_t n = A.rows();
+  for (const index_t nrhs : widths) {
+    unsigned seed = 0;
+    const std::vector<double> B = random_block(n, nrhs, seed);
+    std::vector<double> X = B, expected = B;
+    solver.solve(X.data(), nrhs, n);
+    solve_in_place(F, expected.data(), nrhs, n);
+    EXPECT_LE(relative_difference(X, expected), 1000 * kEps * std::max(kappa, 1.0))
+        << what << ", nrhs " << nrhs << ", kappa_1 about " << kappa << ", seed " << seed;
+  }
+}
+
+TEST(GpuSolve, GeneratedLaplacians) {
+  SPADE_REQUIRE_GPU();
+  const std::vector<index_t> widths = {1, 2, 16, 100};
+  check_gpu_against_host(laplacian_2d(200, 150), "lap2d 5-point 200x150", widths);
+  check_gpu_against_host(laplacian_2d(120, 120, Stencil::nine_point), "lap2d 9-point 120^2", widths);
+  check_gpu_against_host(laplacian_3d(30, 30, 30), "lap3d 7-point 30^3", widths);
+  check_gpu_against_host(laplacian_3d(22, 22, 22, Stencil::twenty_seven_point), "lap3d 27-point 22^3", widths);
+}
+
+class GpuRealSpd : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GpuRealSpd, MatchesHostSolveAndRefinesBelow1e14) {
+  SPADE_REQUIRE_GPU();
+  const std::string file = GetParam();
+  SPADE_REQUIRE_MATRIX(file);
+  const SparseMatrix A = read_matrix_market(testing::matrix_path(file));
+  check_gpu_against_host(A, file, {1, 2, 16, 100});
+  Solver solver(on(Placement::gpu));
+  solver.analyze(A);
+  solver.factorize(A);
+  const index_t n = A.rows();
+  for (const index_t nrhs : {1, 3}) {
+    unsigned seed = 0;
+    const std::vector<double> B = random_block(n, nrhs, seed);
+    std::vector<double> X(B.size(), std::nan(""));
+    const RefinementResult r = solver.solve_refined(B.data(), n, X.data(), n, nrhs);
+    EXPECT_LE(r.solution.berr, 1e-14) << file << ", nrhs " << nrhs << ", seed " << seed;
+    // The device's backward error is the host's formula.
+    double host_berr = 0;
+    for (index_t j = 0; j < nrhs; ++j)
+      host_berr = std::max(host_berr, backward_error(A, B.data() + static_cast<offset_t>(j) * n,
+                                                     X.data() + static_cast<offset_t>(j) * n).berr);
+    // Residuals summed in another order differ by rounding: at most eps relative to |A| |x| + |b|.
+    EXPECT_LE(std::abs(host_berr - r.solution.berr), 0.25 * host_berr + kEps)
+        << file << ": host berr " << host_berr << ", device " << r.solution.berr;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedMatrices, GpuRealSpd, ::testing::ValuesIn(testing::spd_matrices()),
+                         [](const auto& info) { return testing::matrix_test_name(info.param); });
+
+TEST(GpuSolve, TreeShapes) {
+  SPADE_REQUIRE_GPU();
+  AnalyzeOptions unrelaxed;
+  unrelaxed.ordering = OrderingMethod::natural;
+  unrelaxed.supernodes.relax = false;
+  // One supernode (several tiles, cuSOLVER's inverse); a chain of 3000 width-1 supernodes (2935 hand-offs
+  // per sweep); n = 1; a diagonal matrix (a forest of groups); a dense-ish arrow (one wide root row).
+  check_gpu_against_host(dense_spd(200), "one dense supernode", {1, 5, 8});
+  check_gpu_against_host(tridiagonal(3000), "chain of width-1 supernodes", {1, 3}, unrelaxed);
+  check_gpu_against_host(tridiagonal(1), "n = 1", {1, 2});
+  std::vector<std::int64_t> idx(5000);
+  for (index_t i = 0; i < 5000; ++i) idx[i] = i;
+  std::vector<double> d(5000);
+  for (index_t i = 0; i < 5000; ++i) d[i] = 1.0 + i % 7;
+  check_gpu_against_host(SparseMatrix::from_triplets(5000, 5000, idx, idx, d), "diagonal", {1, 9});
+  // A star: the last column couples to every other, so the root has 2999 children (packed into groups)
+  // whose updates all land on one row.
+  const index_t hub = 2999;
+  std::vector<std::int64_t> r, c;
+  std::vector<double> v;
+  for (index_t i = 0; i < 3000; ++i) {
+    r.push_back(i), c.push_back(i), v.push_back(i == hub ? 4000.0 : 2.0);
+    if (i != hub) r.push_back(i), c.push_back(hub), v.push_back(0.5), r.push_back(hub), c.push_back(i), v.push_back(0.5);
+  }
+  check_gpu_against_host(SparseMatrix::from_triplets(3000, 3000, r, c, v), "star", {1, 4}, unrelaxed);
+}
+
+TEST(GpuSolve, HundredSolvesOnOnePlanAndTwentyRefactorizations) {
+  SPADE_REQUIRE_GPU();
+  SparseMatrix A = laplacian_3d(24, 24, 24);
+  Solver solver(on(Placement::gpu));
+  solver.analyze(A);
+  solver.factorize(A);
+  const index_t n = A.rows();
+  unsigned seed = 0;
+  const std::vector<double> B = random_block(n, 1, seed);
+  std::vector<double> expected = B;
+  solve_in_place(solver.factor(), expected.data(), 1, n);
+  for (int t = 0; t < 100; ++t) {
+    std::vector<double> X = B;
+    solver.solve(X.data(), 1, n);
+    ASSERT_LE(relative_difference(X, expected), 1e4 * kEps) << "solve " << t << ", seed " << seed;
+  }
+  for (int t = 1; t <= 20; ++t) {
+    SparseMatrix At = A;
+    for (index_t j = 0; j < n; ++j)
+      for (offset_t p = At.col_ptr()[j]; p < At.col_ptr()[j + 1]; ++p)
+        if (At.row_ind()[p] == j) At.values()[p] += 0.5 * t;  // stays symmetric and SPD, new values
+    solver.factorize(At);
+    ASSERT_TRUE(solver.on_gpu());
+    EXPECT_EQ(solver.report().plan->plan_seconds, 0.0) << "the plan is reused";
+    std::vector<double> X = B, host = B;
+    solver.solve(X.data(), 1, n);
+    solve_in_place(solver.factor(), host.data(), 1, n);
+    ASSERT_LE(relative_difference(X, host), 1e4 * kEps) << "refactorization " << t;
+  }
+}
+
+TEST(GpuSolve, DeviceMemoryAndRefinementOnTheDevice) {
+  SPADE_REQUIRE_GPU();
+  const SparseMatrix A = laplacian_2d(100, 90, Stencil::nine_point);
+  Solver solver(on(Placement::gpu));
+  solver.analyze(A);
+  solver.factorize(A);
+  const index_t n = A.rows(), nrhs = 3, ld = n + 5;
+  unsigned seed = 0;
+  std::vector<double> B = random_block(ld, nrhs, seed), expected(B.size());
+  expected = B;
+  solve_in_place(solver.factor(), expected.data(), nrhs, ld);
+  double *dB = nullptr, *dX = nullptr;
+  ASSERT_EQ(cudaMalloc(&dB, B.size() * sizeof(double)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dX, B.size() * sizeof(double)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dB, B.data(), B.size() * sizeof(double), cudaMemcpyHostToDevice), cudaSuccess);
+  solver.solve(dB, nrhs, ld, Memory::device);
+  std::vector<double> X(B.size());
+  ASSERT_EQ(cudaMemcpy(X.data(), dB, X.size() * sizeof(double), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (index_t j = 0; j < nrhs; ++j)
+    for (index_t i = 0; i < n; ++i)
+      ASSERT_NEAR(X[i + j * ld], expected[i + j * ld], 1e4 * kEps * std::abs(expected[i + j * ld]) + 1e-12);
+  for (index_t j = 0; j < nrhs; ++j)
+    for (index_t i = n; i < ld; ++i) EXPECT_EQ(X[i + j * ld], B[i + j * ld]) << "rows past n are not touched";
+  ASSERT_EQ(cudaMemcpy(dB, B.data(), B.size() * sizeof(double), cudaMemcpyHostToDevice), cudaSuccess);
+  const RefinementResult r = solver.solve_refined(dB, ld, dX, ld, nrhs, Memory::device);
+  EXPECT_LE(r.solution.berr, 1e-14);
+  ASSERT_EQ(cudaMemcpy(X.data(), dX, X.size() * sizeof(double), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (index_t j = 0; j < nrhs; ++j)
+    EXPECT_LE(backward_error(A, B.data() + j * ld, X.data() + j * ld).berr, 1e-14);
+  cudaFree(dB);
+  cudaFree(dX);
+}
+
+TEST(GpuSolve, SpinWaitTimeoutIsAnErrorAndTheNextSolveIsRight) {
+  SPADE_REQUIRE_GPU();
+  AnalyzeOptions unrelaxed;
+  unrelaxed.ordering = OrderingMethod::natural;
+  unrelaxed.supernodes.relax = false;
+  SolverOptions options = on(Placement::gpu);
+  options.analyze = unrelaxed;
+  const SparseMatrix A = tridiagonal(4000);  // a chain: every task waits on the one before
+  Solver solver(options);
+  solver.analyze(A);
+  solver.factorize(A);
+  solver.set_gpu_spin_limit(1);
+  std::vector<double> X(4000, 1.0);
+  try {
+    solver.solve(X.data(), 1, 4000);
+    FAIL() << "a chain of 3935 waits with a limit of one poll each finished";
+  } catch (const NumericalError& e) {
+    EXPECT_EQ(e.kind(), NumericalError::Kind::no_progress) << e.what();
+  }
+  solver.set_gpu_spin_limit(0);
+  std::vector<double> b(4000), x(4000);
+  for (index_t i = 0; i < 4000; ++i) x[i] = std::sin(i);
+  A.multiply(x.data(), b.data());
+  solver.solve(b.data(), 1, 4000);
+  EXPECT_LE(relative_difference(b, x), 1e-6);
+}
+
+TEST(GpuSolve, NotPositiveDefiniteThenRefactorize) {
+  SPADE_REQUIRE_GPU();
+  check_not_positive_definite(Placement::gpu);
+}
+
+TEST(GpuSolve, ReportNamesThePlan) {
+  SPADE_REQUIRE_GPU();
+  const SparseMatrix A = laplacian_3d(20, 20, 20);
+  Solver solver;
+  solver.analyze(A);
+  solver.factorize(A);
+  ASSERT_TRUE(solver.on_gpu()) << solver.report().placement_reason;
+  const Report& r = solver.report();
+  EXPECT_EQ(r.placement_reason.rfind("GPU: ", 0), 0u);
+  ASSERT_TRUE(r.plan);
+  EXPECT_GT(r.plan->tiles + r.plan->groups, 0);
+  EXPECT_GT(r.plan->device_bytes, r.plan->factor_bytes);
+  EXPECT_GT(r.plan->plan_seconds, 0);
+  std::vector<double> X(A.rows(), 1.0);
+  solver.solve(X.data(), 1, A.rows());
+  ASSERT_TRUE(r.last_solve);
+  EXPECT_TRUE(r.last_solve->gpu);
+  EXPECT_GT(r.last_solve->forward_seconds, 0);
+  EXPECT_GT(r.last_solve->backward_seconds, 0);
+}
+
+}  // namespace
+}  // namespace spade
