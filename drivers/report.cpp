@@ -54,6 +54,27 @@ void print_analysis(std::FILE* out, const Report& report) {
                a.flops * 1e-9, a.solve_flops * 1e-9);
 }
 
+void print_placement(std::FILE* out, const SolveSummary& s) {
+  std::fprintf(out, "placement        %s (--device %s)\n", s.placement_reason.c_str(), s.placement_requested.c_str());
+  if (s.plan) {
+    const GpuPlanReport& p = *s.plan;
+    std::fprintf(out, "gpu plan         %d groups (%d small supernodes, one warp each), %d tiles of 64 x 64 over %d "
+                      "supernodes, height %d\n",
+                 p.groups, p.grouped_supernodes, p.tiles, p.tiled_supernodes, p.tree_height);
+    std::fprintf(out, "                 diagonal blocks inverted on the GPU: %d by the warp kernel, %d by cuSOLVER trtri "
+                      "+ cuBLAS trsm\n",
+                 p.small_inverses, p.large_inverses);
+    std::fprintf(out, "                 %.3f GiB on the device; plan %.4f s beside the factorization; values streamed "
+                      "in %.4f s (%s); %.4f s visible after it\n",
+                 p.device_bytes / 1073741824.0, p.plan_seconds, p.upload_seconds, p.pinned ? "pinned" : "pageable",
+                 p.visible_seconds);
+  }
+  if (s.solve_times && s.solve_times->gpu)
+    std::fprintf(out, "gpu sweeps       forward %.4f ms, backward %.4f ms (%d pass%s of up to %d right-hand sides)\n",
+                 s.solve_times->forward_seconds * 1e3, s.solve_times->backward_seconds * 1e3, s.solve_times->passes,
+                 s.solve_times->passes == 1 ? "" : "es", s.plan ? s.plan->max_width : 0);
+}
+
 void print_solve(std::FILE* out, const SolveSummary& s) {
   std::fprintf(out, "refinement (%d right-hand side%s: %s)\n", s.nrhs, s.nrhs == 1 ? "" : "s", s.rhs_source.c_str());
   std::fprintf(out, "  step   ||b - A x||_inf   berr\n");
@@ -84,12 +105,14 @@ std::string to_string(RefinementResult::Stop stop) {
 }
 
 void print_report(std::FILE* out, const Report& report) {
-  std::fprintf(out, "spade %s: sparse Cholesky P A P^T = L L^T on the host\n\n", report.command.c_str());
+  std::fprintf(out, "spade %s: sparse Cholesky P A P^T = L L^T, factored on the host, solved %s\n\n",
+               report.command.c_str(), report.solve && report.solve->gpu ? "on the GPU" : "on the host");
   print_input(out, report.input);
   print_analysis(out, report);
   if (report.solve)
     std::fprintf(out, "threads          %d OpenMP (subtrees of the factorization), %d OpenBLAS\n",
                  report.solve->openmp_threads, report.solve->blas_threads);
+  if (report.solve) print_placement(out, *report.solve);
   std::fprintf(out, "phases           seconds    GFlop/s\n");
   for (const Phase& p : report.phases) {
     if (p.gflops_per_second > 0)
@@ -129,7 +152,35 @@ nlohmann::ordered_json to_json(const Report& report) {
     j["analysis"] = nullptr;
     j["analysis_skipped"] = report.analysis_skipped;
   }
-  if (report.solve) j["threads"] = {{"openmp", report.solve->openmp_threads}, {"blas", report.solve->blas_threads}};
+  if (report.solve) {
+    const SolveSummary& s = *report.solve;
+    j["threads"] = {{"openmp", s.openmp_threads}, {"blas", s.blas_threads}};
+    ordered_json placement = {{"requested", s.placement_requested}, {"gpu", s.gpu}, {"reason", s.placement_reason}};
+    if (s.plan) {
+      const GpuPlanReport& p = *s.plan;
+      placement["plan"] = {{"device", p.device},
+                           {"device_bytes", p.device_bytes},
+                           {"factor_bytes", p.factor_bytes},
+                           {"max_width", p.max_width},
+                           {"groups", p.groups},
+                           {"grouped_supernodes", p.grouped_supernodes},
+                           {"tiles", p.tiles},
+                           {"tiled_supernodes", p.tiled_supernodes},
+                           {"tree_height", p.tree_height},
+                           {"critical_columns", p.critical_columns},
+                           {"kernels", {{"solve", "supernodal forward/backward sweeps: one warp per group or 64 x 64 "
+                                                  "tile, dependency counters on the assembly tree"},
+                                        {"inverse_warp", p.small_inverses},
+                                        {"inverse_cusolver", p.large_inverses}}},
+                           {"plan_seconds", p.plan_seconds},
+                           {"upload_seconds", p.upload_seconds},
+                           {"visible_seconds", p.visible_seconds},
+                           {"pinned", p.pinned}};
+    } else {
+      placement["plan"] = nullptr;
+    }
+    j["placement"] = placement;
+  }
   ordered_json phases = ordered_json::object();
   for (const Phase& p : report.phases) {
     phases[p.name] = {{"seconds", p.seconds}};
@@ -141,7 +192,14 @@ nlohmann::ordered_json to_json(const Report& report) {
     ordered_json steps = ordered_json::array();
     for (std::size_t k = 0; k < s.steps.size(); ++k)
       steps.push_back({{"step", k}, {"residual_norm", s.steps[k].residual_norm}, {"berr", s.steps[k].berr}});
+    ordered_json sweeps = nullptr;
+    if (s.solve_times && s.solve_times->gpu)
+      sweeps = {{"passes", s.solve_times->passes},
+                {"forward_seconds", s.solve_times->forward_seconds},
+                {"backward_seconds", s.solve_times->backward_seconds}};
     j["solve"] = {{"nrhs", s.nrhs},
+                  {"gpu", s.gpu},
+                  {"sweeps", sweeps},
                   {"rhs_source", s.rhs_source},
                   {"max_steps", s.max_steps},
                   {"steps", steps},

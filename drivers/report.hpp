@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "spade/solve.hpp"
+#include "spade/solver.hpp"
 #include "spade/sparse_matrix.hpp"
 
 namespace spade::cli {
@@ -52,7 +53,12 @@ struct Phase {
 /// The solve and the refinement.
 struct SolveSummary {
   int openmp_threads = 0;  ///< threads of the numeric factorization (subtrees in parallel)
-  int blas_threads = 0;    ///< OpenBLAS threads (the large supernodes and the solves)
+  int blas_threads = 0;    ///< OpenBLAS threads (the large supernodes and the host solve)
+  std::string placement_requested;     ///< --device: "auto", "gpu" or "cpu"
+  bool gpu = false;                    ///< the solves ran on the GPU
+  std::string placement_reason;        ///< why there, one line (spade::Report::placement_reason)
+  std::optional<GpuPlanReport> plan;   ///< the GPU plan, when the solves ran on the GPU
+  std::optional<SolveTimes> solve_times;  ///< the timed plain solve (sweep times on the GPU)
   index_t nrhs = 0;
   std::string rhs_source;             ///< the --rhs file, or how b was made from a known solution
   int max_steps = 0;                  ///< --refine

@@ -1,18 +1,21 @@
 // spade: the command-line program.
 //
 //   spade solve A.mtx [--rhs b.mtx] [--nrhs k] [--ordering auto|amd|metis|natural] [--refine N]
-//                     [--out x.mtx] [--json report.json] [--threads T] [--pattern-values reject|ones|laplacian]
+//                     [--out x.mtx] [--json report.json] [--threads T] [--device auto|gpu|cpu]
+//                     [--pattern-values reject|ones|laplacian]
 //   spade info A.mtx [--pattern-values ...] [--ordering ...] [--json report.json]
 //   spade demo [--grid N] [--nrhs k] [--ordering ...] [--refine N] [--out x.mtx] [--json ...] [--threads T]
+//              [--device ...]
 //
-// solve and demo read (or generate) A, order, analyze, factor, solve with iterative refinement and print a
-// report on stdout (report.hpp); --json writes the same report as JSON. Without --rhs the right-hand sides
-// are b = A x_true for the known x_true(i, r) = 1 + sin(i + r), and the report adds the forward error.
+// solve and demo read (or generate) A, then hand it to the library's Solver facade (spade/solver.hpp):
+// order, analyze, factor (with the GPU solve plan built beside the host factorization), solve and refine
+// on the GPU when one is usable (--device auto), and print a report on stdout (report.hpp); --json writes
+// the same report as JSON. Without --rhs the right-hand sides are b = A x_true for the known
+// x_true(i, r) = 1 + sin(i + r), and the report adds the forward error.
 // Progress goes to stderr. Every error ends the program with one line `spade: error: <message>` on stderr
 // and the exit status 2 (invalid input or command-line usage), 3 (numerical breakdown), 4 (resources:
 // memory, files that cannot be written) or 1 (anything else).
 #include <CLI/CLI.hpp>
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,7 +29,6 @@
 #include <string>
 #include <vector>
 
-#include "../core/blas.hpp"
 #include "report.hpp"
 #include "spade/cholesky.hpp"
 #include "spade/error.hpp"
@@ -34,6 +36,7 @@
 #include "spade/matrix_market.hpp"
 #include "spade/ordering.hpp"
 #include "spade/solve.hpp"
+#include "spade/solver.hpp"
 #include "spade/symbolic.hpp"
 
 namespace {
@@ -57,12 +60,14 @@ struct Options {
   std::string out;                ///< solution file, empty = none
   std::string json;               ///< JSON report file, empty = none
   int threads = 0;                ///< 0 = OpenMP's default (OMP_NUM_THREADS or all cores)
+  std::string device = "auto";    ///< where the solves run: "auto", "gpu" or "cpu"
   std::string pattern_values = "reject";  ///< "reject", "ones" or "laplacian"
   bool quiet = false;                     ///< no progress lines on stderr
 
   // Parsed from the strings above by parse_names(), before any work is done.
   std::optional<spade::OrderingMethod> ordering_method;  ///< empty: automatic
   spade::PatternValues pattern = spade::PatternValues::reject;
+  spade::Placement placement = spade::Placement::automatic;
 };
 
 /// Progress lines on stderr: "[spade] <phase> ... <seconds> s". A phase that throws leaves its line open;
@@ -105,6 +110,11 @@ void parse_names(Options& o) {
     } catch (const spade::InvalidInput&) {
       throw spade::InvalidInput("unknown --ordering '" + o.ordering + "'; expected auto, amd, metis or natural");
     }
+  }
+  try {
+    o.placement = spade::parse_placement(o.device);
+  } catch (const spade::InvalidInput&) {
+    throw spade::InvalidInput("unknown --device '" + o.device + "'; expected auto, gpu or cpu");
   }
   if (o.pattern_values == "reject")
     o.pattern = spade::PatternValues::reject;
@@ -153,26 +163,22 @@ spade::SparseMatrix read_input(const Options& o, Progress& progress, spade::cli:
   return A;
 }
 
-/// Orders and analyzes A; records the "order" and "symbolic" phases and the analysis summary.
-std::shared_ptr<const spade::SymbolicFactor> analyze_input(const spade::SparseMatrix& A, const Options& o,
-                                                           Progress& progress, spade::cli::Report& report) {
-  spade::AnalyzeOptions options;
-  options.ordering = o.ordering_method;
-  std::shared_ptr<const spade::SymbolicFactor> S;
-  progress.run("analysis (ordering " + o.ordering + ", symbolic)", [&] { S = spade::analyze(A, options); });
-  report.phases.push_back({"order", S->ordering_seconds, 0});
-  report.phases.push_back({"symbolic", S->symbolic_seconds, 0});
+/// Records the "order" and "symbolic" phases and the analysis summary of S.
+void record_analysis(const spade::SymbolicFactor& S, const Options& o, spade::cli::Report& report) {
+  report.phases.push_back({"order", S.ordering_seconds, 0});
+  report.phases.push_back({"symbolic", S.symbolic_seconds, 0});
   spade::cli::AnalysisSummary a;
   a.ordering_requested = o.ordering;
-  a.ordering = spade::to_string(S->ordering);
-  a.supernodes = S->num_supernodes;
-  a.nnz_l = S->nnz_l;
-  a.fill_ratio = report.input.nnz_lower > 0 ? static_cast<double>(S->nnz_l) / report.input.nnz_lower : 0;
-  a.flops = S->flops;
-  a.solve_flops = S->solve_flops;
+  a.ordering = spade::to_string(S.ordering);
+  a.supernodes = S.num_supernodes;
+  a.nnz_l = S.nnz_l;
+  a.fill_ratio = report.input.nnz_lower > 0 ? static_cast<double>(S.nnz_l) / report.input.nnz_lower : 0;
+  a.flops = S.flops;
+  a.solve_flops = S.solve_flops;
   report.analysis = a;
-  return S;
 }
+
+std::string analysis_label(const Options& o) { return "analysis (ordering " + o.ordering + ", symbolic)"; }
 
 /// x_true(i, r) = 1 + sin(i + r): every entry of order one, columns different from each other.
 std::vector<double> known_solution(index_t n, index_t nrhs) {
@@ -197,9 +203,6 @@ double forward_error(const std::vector<double>& x, const std::vector<double>& x_
   return worst;
 }
 
-/// GFlop/s of `flops` done in `seconds` (0 when the phase was too short for the clock to see).
-double gflops_per_second(double flops, double seconds) { return seconds > 0 ? flops * 1e-9 / seconds : 0; }
-
 void write_json(const std::string& path, const spade::cli::Report& report) {
   std::ofstream file(path);
   file << to_json(report).dump(2) << '\n';
@@ -210,10 +213,6 @@ void write_json(const std::string& path, const spade::cli::Report& report) {
 void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& progress, spade::cli::Report& report) {
   const index_t n = A.rows();
   if (n == 0) throw spade::InvalidInput(report.input.source + ": the matrix is 0 x 0; there is nothing to solve");
-  if (o.threads > 0) {
-    omp_set_num_threads(o.threads);
-    openblas_set_num_threads(o.threads);
-  }
   spade::cli::SolveSummary s;
   s.max_steps = o.refine;
   std::vector<double> B, x_true;
@@ -240,28 +239,38 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
       A.multiply(x_true.data() + static_cast<std::size_t>(r) * n, B.data() + static_cast<std::size_t>(r) * n);
   }
 
-  const std::shared_ptr<const spade::SymbolicFactor> S = analyze_input(A, o, progress, report);
-
-  std::optional<spade::NumericFactor> F;
-  const double numeric =
-      progress.run("numeric factorization", [&] { F.emplace(S, A, spade::FactorOptions{o.threads}); });
-  report.phases.push_back({"numeric", numeric, gflops_per_second(S->flops, numeric)});
-  s.openmp_threads = F->threads();
-  s.blas_threads = openblas_get_num_threads();
+  spade::SolverOptions options;
+  options.analyze.ordering = o.ordering_method;
+  options.threads = o.threads;
+  options.placement = o.placement;
+  options.refine.max_steps = o.refine;
+  spade::Solver solver(options);
+  progress.run(analysis_label(o), [&] { solver.analyze(A); });
+  record_analysis(solver.symbolic(), o, report);
+  progress.run("numeric factorization", [&] { solver.factorize(A); });
+  const spade::Report& r = solver.report();
+  auto phase = [&](const char* name) {
+    for (const spade::PhaseTime& p : r.phases)
+      if (p.name == name) report.phases.push_back({p.name, p.seconds, p.gflops_per_second});
+  };
+  phase("numeric");
+  s.openmp_threads = r.threads;
+  s.blas_threads = r.threads;
+  s.placement_requested = o.device;
+  s.gpu = r.gpu;
+  s.placement_reason = r.placement_reason;
+  s.plan = r.plan;
 
   // The plain solve is timed on its own; solve_refined then starts again from B (its first solve is part of
   // the "refine" phase), so the two phases can be read separately.
   std::vector<double> X = B;
-  const double solve = progress.run("solve", [&] { spade::solve_in_place(*F, X.data(), s.nrhs, n); });
-  report.phases.push_back({"solve", solve, gflops_per_second(S->solve_flops * s.nrhs, solve)});
+  progress.run(r.gpu ? "solve on the GPU" : "solve on the host", [&] { solver.solve(X.data(), s.nrhs, n); });
+  phase("solve");
+  s.solve_times = r.last_solve;
 
-  spade::RefineOptions refine;
-  refine.max_steps = o.refine;
   spade::RefinementResult result;
-  const double refine_seconds = progress.run("solve with iterative refinement", [&] {
-    result = spade::solve_refined(A, *F, B.data(), n, X.data(), n, s.nrhs, refine);
-  });
-  report.phases.push_back({"refine", refine_seconds, 0});
+  progress.run("solve with iterative refinement", [&] { result = solver.solve_refined(B.data(), n, X.data(), n, s.nrhs); });
+  phase("refine");
   s.steps = result.steps;
   s.stop = result.stop;
   s.berr = result.solution.berr;
@@ -309,8 +318,13 @@ int run_info(const Options& o, Progress& progress) {
   if (!report.input.pattern_symmetric)
     report.analysis_skipped = A.is_square() ? "Cholesky needs a symmetric pattern; this one is not symmetric"
                                             : "Cholesky needs a square matrix";
-  else
-    analyze_input(A, o, progress, report);
+  else {
+    spade::AnalyzeOptions options;
+    options.ordering = o.ordering_method;
+    std::shared_ptr<const spade::SymbolicFactor> S;
+    progress.run(analysis_label(o), [&] { S = spade::analyze(A, options); });
+    record_analysis(*S, o, report);
+  }
   if (!o.json.empty()) write_json(o.json, report);
   spade::cli::print_report(stdout, report);
   return 0;
@@ -335,6 +349,10 @@ void add_solve_options(CLI::App* command, Options& o) {
   command->add_option("--out", o.out, "write the solution to this Matrix Market array file");
   command->add_option("--threads", o.threads, "OpenMP and OpenBLAS threads (default: OMP_NUM_THREADS or all cores)")
       ->check(CLI::Range(1, 4096));
+  command->add_option("--device", o.device,
+                      "where the solves run: auto (the GPU when one is usable and the factor fits, else the host), "
+                      "gpu (an error when it cannot) or cpu")
+      ->capture_default_str();
 }
 
 void add_file_options(CLI::App* command, Options& o) {

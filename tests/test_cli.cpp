@@ -12,6 +12,8 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+
+#include "../kernels/cuda_check.hpp"
 #include <sstream>
 #include <string>
 #include <vector>
@@ -106,10 +108,11 @@ class Cli : public ::testing::Test {
     return path(name).string();
   }
 
-  /// Runs `spade <args>` (args are passed to the shell as written).
-  static Outcome spade(const std::string& args) {
+  /// Runs `spade <args>` (args are passed to the shell as written), with `environment` (shell assignments
+  /// such as "CUDA_VISIBLE_DEVICES=") before it.
+  static Outcome spade(const std::string& args, const std::string& environment = "") {
     const fs::path err = path("stderr.txt");
-    const std::string command = std::string(SPADE_BINARY) + " " + args + " 2>'" + err.string() + "'";
+    const std::string command = environment + " " + std::string(SPADE_BINARY) + " " + args + " 2>'" + err.string() + "'";
     Outcome run;
     FILE* pipe = popen(command.c_str(), "r");
     if (pipe == nullptr) return run;
@@ -380,6 +383,52 @@ TEST_F(Cli, EmptyMatrix) {
 TEST_F(Cli, UnwritableOutputIsAResourceError) {
   const std::string A = file("lap_w.mtx", laplacian_file(3, 3));
   expect_error(spade("solve " + A + " --out " + path("no/such/folder/x.mtx").string()), 4, {"x.mtx"});
+}
+
+TEST_F(Cli, DeviceCpuSolvesOnTheHost) {
+  const std::string A = file("lap_cpu.mtx", laplacian_file(6, 5));
+  const Outcome run = spade("solve " + A + " --device cpu --json " + path("cpu.json").string());
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.out.find("placement        host solve (placement cpu) (--device cpu)"), std::string::npos) << run.out;
+  const nlohmann::json j = nlohmann::json::parse(read_file(path("cpu.json")));
+  EXPECT_EQ(j["placement"]["requested"], "cpu");
+  EXPECT_EQ(j["placement"]["gpu"], false);
+  EXPECT_TRUE(j["placement"]["plan"].is_null());
+  EXPECT_TRUE(j["solve"]["sweeps"].is_null());
+}
+
+TEST_F(Cli, WithoutAGpuAutoFallsBackAndSaysSoAndGpuIsAnError) {
+  // CUDA_VISIBLE_DEVICES='' hides every GPU, as a machine without one would.
+  const std::string A = file("lap_nogpu.mtx", laplacian_file(7, 6));
+  const Outcome run = spade("solve " + A + " --json " + path("nogpu.json").string(), "CUDA_VISIBLE_DEVICES=");
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.out.find("placement        host solve: no usable GPU"), std::string::npos) << run.out;
+  const nlohmann::json j = nlohmann::json::parse(read_file(path("nogpu.json")));
+  EXPECT_EQ(j["placement"]["gpu"], false);
+  EXPECT_LE(j["solve"]["berr"].get<double>(), 4 * eps);
+  expect_error(spade("solve " + A + " --device gpu", "CUDA_VISIBLE_DEVICES="), 4, {"placement gpu", "no usable GPU"});
+}
+
+TEST_F(Cli, DemoSolvesOnTheGpuWhenThereIsOne) {
+  const Outcome run = spade("demo --grid 12 --nrhs 3 --json " + path("demo_gpu.json").string());
+  ASSERT_EQ(run.status, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(read_file(path("demo_gpu.json")));
+  EXPECT_LE(j["solve"]["forward_error"].get<double>(), 1e3 * eps);
+  if (!spade::cuda_device_available()) {
+    EXPECT_EQ(j["placement"]["gpu"], false);
+    GTEST_SKIP() << "no CUDA device on this machine: the demo solved on the host (checked above)";
+  }
+  EXPECT_EQ(j["placement"]["gpu"], true) << j["placement"]["reason"];
+  EXPECT_NE(run.out.find("placement        GPU: "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("gpu sweeps       forward"), std::string::npos) << run.out;
+  EXPECT_GT(j["placement"]["plan"]["tiles"].get<int>() + j["placement"]["plan"]["groups"].get<int>(), 0);
+  EXPECT_GT(j["solve"]["sweeps"]["forward_seconds"].get<double>(), 0);
+  EXPECT_EQ(j["solve"]["sweeps"]["passes"], 1);
+}
+
+TEST_F(Cli, UnknownDevice) {
+  const std::string A = file("lap_dev.mtx", laplacian_file(3, 3));
+  expect_error(spade("solve " + A + " --device tpu"), 2, {"--device", "tpu"});
 }
 
 TEST_F(Cli, UsageErrors) {

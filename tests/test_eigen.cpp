@@ -179,9 +179,10 @@ TEST(EigenCholesky, EveryOrderingGivesTheSameSolution) {
   const Eigen::VectorXd reference = reference_solve(A, b);
   for (const spade::OrderingMethod method :
        {spade::OrderingMethod::natural, spade::OrderingMethod::amd, spade::OrderingMethod::metis}) {
-    spade::AnalyzeOptions options;
-    options.ordering = method;
-    Lower solver(options, spade::FactorOptions{1});
+    spade::SolverOptions options;
+    options.analyze.ordering = method;
+    options.threads = 1;
+    Lower solver(options);
     solver.compute(A);
     ASSERT_EQ(solver.info(), Eigen::Success) << solver.errorMessage();
     EXPECT_EQ(solver.symbolic()->ordering, method);

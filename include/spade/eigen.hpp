@@ -5,9 +5,10 @@
 //   if (solver.info() != Eigen::Success) { ... solver.errorMessage() ... }
 //   Eigen::VectorXd x = solver.solve(b);                         // b: a vector or a matrix of columns
 //
-// Header only; link spade_host and Eigen3::Eigen. The factorization is spade's supernodal Cholesky
-// P A P^T = L L^T on the host (cholesky.hpp), the ordering spade's (symbolic.hpp), the solve
-// spade::solve_in_place without refinement (solve.hpp).
+// Header only; link spade_solver and Eigen3::Eigen. A thin client of spade's Solver facade (solver.hpp):
+// the ordering and analysis (symbolic.hpp), the supernodal Cholesky P A P^T = L L^T on the host
+// (cholesky.hpp), and the solve without refinement where SolverOptions::placement puts it (by default
+// on the GPU when one is usable, with the GPU plan built beside the factorization; else on the host).
 #pragma once
 
 #include <Eigen/Core>
@@ -27,6 +28,7 @@
 #include "spade/cholesky.hpp"
 #include "spade/error.hpp"
 #include "spade/solve.hpp"
+#include "spade/solver.hpp"
 #include "spade/sparse_matrix.hpp"
 #include "spade/symbolic.hpp"
 
@@ -54,7 +56,7 @@ namespace spade {
 ///                           message and NumericalError::index() name the column, 0-based, in A's numbering)
 /// Misuse throws spade::InvalidInput: factorize() before a successful analyzePattern(), solve() without a
 /// successful factorization, or a right-hand side whose row count is not rows(); solve() also throws
-/// InvalidInput for a NaN/Inf in b.
+/// InvalidInput for a NaN/Inf in b, and ResourceError or NumericalError (no_progress) when the GPU fails.
 template <typename MatrixType, int UpLo = Eigen::Lower>
 class EigenCholesky {
   static_assert(std::is_same<typename MatrixType::Scalar, double>::value, "spade::EigenCholesky needs double values");
@@ -67,13 +69,13 @@ class EigenCholesky {
   using StorageIndex = typename MatrixType::StorageIndex;
   enum { UpLoMode = UpLo };
 
-  /// A solver with spade's default options (automatic ordering, OpenMP's default thread count).
+  /// A solver with spade's default options (automatic ordering, OpenMP's default thread count, solves on
+  /// the GPU when one is usable).
   EigenCholesky() = default;
 
-  /// A solver with the given analysis options (ordering, supernode relaxation) and factorization options
-  /// (threads); they apply to the next analyzePattern() and factorize().
-  explicit EigenCholesky(const AnalyzeOptions& analyze_options, const FactorOptions& factor_options = {})
-      : analyze_options_(analyze_options), factor_options_(factor_options) {}
+  /// A solver with the given options (ordering, supernode relaxation, threads, placement); they apply from
+  /// the next analyzePattern().
+  explicit EigenCholesky(const SolverOptions& options) : options_(options) {}
 
   /// Same as EigenCholesky() followed by compute(A).
   explicit EigenCholesky(const MatrixType& A) { compute(A); }
@@ -81,31 +83,27 @@ class EigenCholesky {
   /// Orders and analyzes the pattern of A (of the triangle(s) UpLo selects; values are not read). Discards
   /// any earlier analysis and factorization. Sets info().
   void analyzePattern(const MatrixType& A) {
-    symbolic_.reset();
-    numeric_.reset();
+    solver_ = std::make_unique<Solver>(options_);
+    analyzed_ = factored_ = false;
     guard([&] {
       const SparseMatrix S = to_spade(A);
-      symbolic_ = analyze(S, analyze_options_);
+      solver_->analyze(S);
+      analyzed_ = true;
     });
   }
 
   /// Factorizes A, which must have the pattern given to analyzePattern() (values may change: calling
-  /// factorize() again refactorizes, reusing the analysis and the factor's memory). Sets info(); after a
-  /// failure the previous factorization is gone too. Throws InvalidInput if there is no successful analysis.
+  /// factorize() again refactorizes, reusing the analysis, the factor's memory and the GPU plan). Sets
+  /// info(); after a failure the previous factorization is gone too. Throws InvalidInput if there is no
+  /// successful analysis.
   void factorize(const MatrixType& A) {
-    if (!symbolic_)
+    if (!analyzed_)
       throw InvalidInput("EigenCholesky::factorize: call analyzePattern() (or compute()) first, successfully");
+    factored_ = false;
     guard([&] {
       const SparseMatrix S = to_spade(A);
-      try {
-        if (numeric_)
-          numeric_->refactorize(S);
-        else
-          numeric_.emplace(symbolic_, S, factor_options_);
-      } catch (...) {
-        numeric_.reset();
-        throw;
-      }
+      solver_->factorize(S);
+      factored_ = true;
     });
   }
 
@@ -121,15 +119,15 @@ class EigenCholesky {
   /// a successful factorization, for a row count other than rows(), or for a NaN/Inf in B.
   template <typename Rhs>
   Eigen::Matrix<double, Eigen::Dynamic, Rhs::ColsAtCompileTime> solve(const Eigen::MatrixBase<Rhs>& B) const {
-    if (!numeric_) throw InvalidInput("EigenCholesky::solve: no successful factorization (see info())");
-    const index_t n = numeric_->symbolic().n;
+    if (!factored_) throw InvalidInput("EigenCholesky::solve: no successful factorization (see info())");
+    const index_t n = solver_->symbolic().n;
     if (B.rows() != n)
       throw InvalidInput("EigenCholesky::solve: the right-hand side has " + std::to_string(B.rows()) +
                          " rows, the matrix " + std::to_string(n));
     if (B.cols() > std::numeric_limits<index_t>::max())
       throw InvalidInput("EigenCholesky::solve: too many right-hand sides");
     Eigen::Matrix<double, Eigen::Dynamic, Rhs::ColsAtCompileTime> X = B;
-    solve_in_place(*numeric_, X.data(), static_cast<index_t>(X.cols()), std::max<index_t>(1, n));
+    solver_->solve(X.data(), static_cast<index_t>(X.cols()), std::max<index_t>(1, n));
     return X;
   }
 
@@ -138,15 +136,20 @@ class EigenCholesky {
   Eigen::ComputationInfo info() const noexcept { return info_; }
 
   /// The order n of the analyzed matrix (0 before a successful analyzePattern()).
-  Eigen::Index rows() const noexcept { return symbolic_ ? symbolic_->n : 0; }
+  Eigen::Index rows() const noexcept { return analyzed_ ? solver_->symbolic().n : 0; }
   Eigen::Index cols() const noexcept { return rows(); }
 
   /// The symbolic factor of the last successful analyzePattern() (ordering, supernodes, predicted nnz(L)
   /// and flops), or null.
-  const std::shared_ptr<const SymbolicFactor>& symbolic() const noexcept { return symbolic_; }
+  std::shared_ptr<const SymbolicFactor> symbolic() const noexcept {
+    return analyzed_ ? solver_->symbolic_ptr() : nullptr;
+  }
 
   /// The numeric factor of the last successful factorize(), or null.
-  const NumericFactor* numeric() const noexcept { return numeric_ ? &*numeric_ : nullptr; }
+  const NumericFactor* numeric() const noexcept { return factored_ ? &solver_->factor() : nullptr; }
+
+  /// The facade's report (placement and why, the GPU plan, phase times); empty before analyzePattern().
+  const Report* report() const noexcept { return solver_ ? &solver_->report() : nullptr; }
 
   /// The message of the error behind info(), empty after success.
   const std::string& errorMessage() const noexcept { return message_; }
@@ -230,10 +233,10 @@ class EigenCholesky {
     return SparseMatrix(n, n, std::move(col_ptr), std::move(row_ind), std::move(values));
   }
 
-  AnalyzeOptions analyze_options_;
-  FactorOptions factor_options_;
-  std::shared_ptr<const SymbolicFactor> symbolic_;
-  std::optional<NumericFactor> numeric_;
+  SolverOptions options_;
+  std::unique_ptr<Solver> solver_;
+  bool analyzed_ = false;
+  bool factored_ = false;
   Eigen::ComputationInfo info_ = Eigen::Success;
   std::string message_;
   std::exception_ptr error_;
