@@ -27,6 +27,7 @@
 
 #include "../core/blas.hpp"
 #include "../kernels/cuda_check.hpp"
+#include "device_vector.hpp"
 #include "../solve/gpu_solve.hpp"
 #include "../solve/supernodal_schedule.hpp"
 #include "spade/error.hpp"
@@ -60,18 +61,7 @@ double wall(const std::function<void()>& f) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-template <typename T>
-struct DeviceVector {
-  T* p = nullptr;
-  std::size_t count = 0;
-  explicit DeviceVector(std::size_t c) : count(c) { SPADE_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(c, 1) * sizeof(T))); }
-  explicit DeviceVector(const std::vector<T>& h) : DeviceVector(h.size()) {
-    SPADE_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~DeviceVector() { cudaFree(p); }
-  DeviceVector(const DeviceVector&) = delete;
-  DeviceVector& operator=(const DeviceVector&) = delete;
-};
+using spade::bench::DeviceVector;
 
 /// Copy bandwidth in bytes/s (read plus written) of a 1 GiB device-to-device copy, median of 10.
 double copy_bandwidth() {

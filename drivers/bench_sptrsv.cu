@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "drivers/device_vector.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/sync.cuh"
 #include "spade/error.hpp"
@@ -59,23 +60,7 @@ std::vector<SptrsvAlgorithm> timed_algorithms = {SptrsvAlgorithm::levr,     Sptr
                                                  SptrsvAlgorithm::level_block, SptrsvAlgorithm::cluster};
 bool time_auto = true;
 
-template <typename U>
-struct DeviceVector {
-  U* p = nullptr;
-  std::size_t count = 0;
-  explicit DeviceVector(std::size_t c) : count(c) { SPADE_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(c, 1) * sizeof(U))); }
-  explicit DeviceVector(const std::vector<U>& h) : DeviceVector(h.size()) {
-    SPADE_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(U), cudaMemcpyHostToDevice));
-  }
-  ~DeviceVector() { cudaFree(p); }
-  DeviceVector(const DeviceVector&) = delete;
-  DeviceVector& operator=(const DeviceVector&) = delete;
-  std::vector<U> download() const {
-    std::vector<U> h(count);
-    SPADE_CUDA_CHECK(cudaMemcpy(h.data(), p, count * sizeof(U), cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
+using spade::bench::DeviceVector;
 
 /// CSR of L (strictly lower pattern of a, unit diagonal stored last in each row).
 struct HostCsr {

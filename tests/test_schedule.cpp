@@ -19,27 +19,13 @@
 #include "spade/solve.hpp"
 #include "spade/symbolic.hpp"
 #include "test_matrices.hpp"
+#include "test_problems.hpp"
 
 namespace spade {
 namespace {
 
 constexpr double kEps = std::numeric_limits<double>::epsilon();
 using Schedule = SupernodalSchedule;
-
-/// Tridiagonal SPD matrix (2 on the diagonal, -1 beside it): with the natural ordering and no relaxation
-/// its supernodes are its columns, in one chain.
-SparseMatrix tridiagonal(index_t n) {
-  std::vector<std::int64_t> r, c;
-  std::vector<double> v;
-  for (index_t i = 0; i < n; ++i) {
-    r.push_back(i), c.push_back(i), v.push_back(2.0);
-    if (i + 1 < n) {
-      r.push_back(i + 1), c.push_back(i), v.push_back(-1.0);
-      r.push_back(i), c.push_back(i + 1), v.push_back(-1.0);
-    }
-  }
-  return SparseMatrix::from_triplets(n, n, r, c, v);
-}
 
 AnalyzeOptions natural_unrelaxed() {
   AnalyzeOptions o;
@@ -52,7 +38,7 @@ TEST(Schedule, GoldenChain) {
   // 200 columns in a chain: supernodes 0..197 of one column (rows j, j+1) and supernode 198 of the last two
   // (the fundamental-supernode rule merges them). The bottom 64 form one group whose parent is supernode 64;
   // the other 135 are one tile each, in a chain of height 135.
-  const auto S = analyze(tridiagonal(200), natural_unrelaxed());
+  const auto S = analyze(testing::tridiagonal(200), natural_unrelaxed());
   ASSERT_EQ(S->num_supernodes, 199);
   const Schedule s = build_schedule(*S);
   ASSERT_EQ(s.num_groups, 1);
@@ -207,7 +193,7 @@ TEST(Schedule, InvariantsOnGeneratedMatrices) {
       {"lap2d 9-point 40x40", laplacian_2d(40, 40, Stencil::nine_point)},
       {"lap3d 7-point 16^3", laplacian_3d(16, 16, 16)},
       {"lap3d 27-point 12^3", laplacian_3d(12, 12, 12, Stencil::twenty_seven_point)},
-      {"tridiagonal 3000", tridiagonal(3000)}};
+      {"tridiagonal 3000", testing::tridiagonal(3000)}};
   for (const auto& [name, A] : cases) {
     for (const OrderingMethod o : {OrderingMethod::amd, OrderingMethod::metis, OrderingMethod::natural}) {
       AnalyzeOptions options;
@@ -293,7 +279,7 @@ TEST(Schedule, ReferenceSolveMatchesHostSolve) {
   check_reference_solve(laplacian_2d(50, 50, Stencil::nine_point), automatic, "lap2d9 50x50");
   check_reference_solve(laplacian_3d(20, 20, 20), automatic, "lap3d 20^3");
   check_reference_solve(laplacian_3d(14, 14, 14, Stencil::twenty_seven_point), automatic, "lap3d27 14^3");
-  check_reference_solve(tridiagonal(500), natural_unrelaxed(), "tridiagonal chain");
+  check_reference_solve(testing::tridiagonal(500), natural_unrelaxed(), "tridiagonal chain");
 }
 
 TEST(Schedule, ReferenceSolveOnRealMatrices) {

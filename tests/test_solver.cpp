@@ -25,24 +25,12 @@
 #include "spade/matrix_market.hpp"
 #include "spade/solver.hpp"
 #include "test_matrices.hpp"
+#include "test_problems.hpp"
 
 namespace spade {
 namespace {
 
 constexpr double kEps = std::numeric_limits<double>::epsilon();
-
-SparseMatrix tridiagonal(index_t n) {
-  std::vector<std::int64_t> r, c;
-  std::vector<double> v;
-  for (index_t i = 0; i < n; ++i) {
-    r.push_back(i), c.push_back(i), v.push_back(2.0);
-    if (i + 1 < n) {
-      r.push_back(i + 1), c.push_back(i), v.push_back(-1.0);
-      r.push_back(i), c.push_back(i + 1), v.push_back(-1.0);
-    }
-  }
-  return SparseMatrix::from_triplets(n, n, r, c, v);
-}
 
 SparseMatrix dense_spd(index_t n) {
   std::vector<std::int64_t> r, c;
@@ -283,8 +271,8 @@ TEST(GpuSolve, TreeShapes) {
   // One supernode (several tiles, cuSOLVER's inverse); a chain of 3000 width-1 supernodes (2935 hand-offs
   // per sweep); n = 1; a diagonal matrix (a forest of groups); a dense-ish arrow (one wide root row).
   check_gpu_against_host(dense_spd(200), "one dense supernode", {1, 5, 8});
-  check_gpu_against_host(tridiagonal(3000), "chain of width-1 supernodes", {1, 3}, unrelaxed);
-  check_gpu_against_host(tridiagonal(1), "n = 1", {1, 2});
+  check_gpu_against_host(testing::tridiagonal(3000), "chain of width-1 supernodes", {1, 3}, unrelaxed);
+  check_gpu_against_host(testing::tridiagonal(1), "n = 1", {1, 2});
   std::vector<std::int64_t> idx(5000);
   for (index_t i = 0; i < 5000; ++i) idx[i] = i;
   std::vector<double> d(5000);
@@ -373,7 +361,7 @@ TEST(GpuSolve, SpinWaitTimeoutIsAnErrorAndTheNextSolveIsRight) {
   unrelaxed.supernodes.relax = false;
   SolverOptions options = on(Placement::gpu);
   options.analyze = unrelaxed;
-  const SparseMatrix A = tridiagonal(4000);  // a chain: every task waits on the one before
+  const SparseMatrix A = testing::tridiagonal(4000);  // a chain: every task waits on the one before
   Solver solver(options);
   solver.analyze(A);
   solver.factorize(A);

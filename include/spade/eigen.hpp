@@ -18,7 +18,6 @@
 #include <limits>
 #include <memory>
 #include <new>
-#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>

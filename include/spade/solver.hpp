@@ -20,7 +20,8 @@
 // `automatic`; a GPU failure during a solve is always an error, never a wrong answer.
 //
 // Threads: options.threads is used by the factorization (OpenMP over subtrees, BLAS at the top) and the
-// host solve; the plan's thread calls neither OpenMP nor BLAS. Library code never prints.
+// host solve; the plan's thread calls neither OpenMP nor BLAS. A Solver is used from one thread at a time
+// (its own plan thread aside). Library code never prints.
 //
 // Errors (error.hpp): InvalidInput for misuse (a phase out of order, wrong shapes, NaN/Inf in host
 // right-hand sides, a matrix whose pattern differs from the analyzed one), ResourceError for memory and
