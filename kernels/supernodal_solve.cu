@@ -403,6 +403,7 @@ __device__ bool backward_group(const SupernodalView& v, const SupernodalWorkspac
 #pragma unroll
       for (int j = 0; j < K; ++j) sm.forward[c * K + j] = __ldcg(&w.y[static_cast<long long>(lo + c) * K + j]);
   }
+  __syncwarp();  // the staging is visible to every lane (a root group has no wait, whose barrier would do)
   const int parent = v.parent[last];
   if (parent >= 0 && !warp_wait(&w.done[parent], v.units[parent], w.status, first)) return false;
   stamp(p, slot + 1);
