@@ -27,7 +27,7 @@
 
 #include "../core/blas.hpp"
 #include "../kernels/cuda_check.hpp"
-#include "device_vector.hpp"
+#include "bench_cuda.hpp"
 #include "../solve/gpu_solve.hpp"
 #include "../solve/supernodal_schedule.hpp"
 #include "spade/error.hpp"
@@ -42,13 +42,6 @@ namespace {
 using spade::index_t;
 using spade::offset_t;
 using Clock = std::chrono::steady_clock;
-
-#define CUSPARSE_CHECK(call)                                                                    \
-  do {                                                                                          \
-    const cusparseStatus_t status_ = (call);                                                    \
-    if (status_ != CUSPARSE_STATUS_SUCCESS)                                                     \
-      throw spade::ResourceError(std::string(#call) + ": " + cusparseGetErrorString(status_)); \
-  } while (0)
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

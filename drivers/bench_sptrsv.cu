@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "drivers/device_vector.hpp"
+#include "drivers/bench_cuda.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/sync.cuh"
 #include "spade/error.hpp"
@@ -44,13 +44,6 @@ namespace {
 using spade::index_t;
 using spade::offset_t;
 using spade::SptrsvAlgorithm;
-
-#define CUSPARSE_CHECK(call)                                                                   \
-  do {                                                                                         \
-    const cusparseStatus_t status_ = (call);                                                   \
-    if (status_ != CUSPARSE_STATUS_SUCCESS)                                                    \
-      throw spade::ResourceError(std::string(#call) + ": " + cusparseGetErrorString(status_)); \
-  } while (0)
 
 /// The algorithms timed (all by default; --algorithms chooses), and whether auto is one of them.
 std::vector<SptrsvAlgorithm> timed_algorithms = {SptrsvAlgorithm::levr,     SptrsvAlgorithm::levc,

@@ -1,13 +1,24 @@
-// Shared by the GPU benchmark drivers: a device copy of a host vector, freed on destruction.
+// Shared by the GPU benchmark drivers: a device copy of a host vector, freed on destruction, and the
+// check of cuSPARSE's status codes (a failure becomes a spade::ResourceError naming the call).
 #pragma once
 
 #include <cuda_runtime.h>
+#include <cusparse.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "../kernels/cuda_check.hpp"
+#include "spade/error.hpp"
+
+#define CUSPARSE_CHECK(call)                                                                    \
+  do {                                                                                          \
+    const cusparseStatus_t status_ = (call);                                                    \
+    if (status_ != CUSPARSE_STATUS_SUCCESS)                                                     \
+      throw spade::ResourceError(std::string(#call) + ": " + cusparseGetErrorString(status_)); \
+  } while (0)
 
 namespace spade::bench {
 
