@@ -272,9 +272,13 @@ struct Solver::Impl {
   }
 
   /// The plan's thread during one factorization: plan (once), then every range the factorization
-  /// reports, then the wait for the last inversion. Sets `problem` to why the GPU cannot take the factor;
-  /// exceptions go to `error`.
-  void feed_plan(const std::atomic<bool>& factor_failed, std::string& problem, std::exception_ptr& error) {
+  /// reports, then the wait for the last inversion. `existing` is the values of a factor that exists
+  /// before this factorization (a refactorization), page-locked here for the uploads; a first
+  /// factorization's values are uploaded from pageable memory, since a failing constructor frees them
+  /// and registered memory must outlive its registration. Sets `problem` to why the GPU cannot take the
+  /// factor; exceptions go to `error`.
+  void feed_plan(const double* existing, const std::atomic<bool>& factor_failed, std::string& problem,
+                 std::exception_ptr& error) {
     std::vector<RangeQueue::Range> ranges;
     try {
       SPADE_CUDA_CHECK(cudaSetDevice(device));
@@ -285,17 +289,15 @@ struct Solver::Impl {
         report.plan->plan_seconds = 0;
       }
       if (problem.empty()) {
+        if (existing != nullptr && (!pinned || pinned->data() != existing))
+          pinned = std::make_unique<HostRegistration>(
+              existing, static_cast<std::size_t>(symbolic->panel_offset.back()) * sizeof(double));
         plan->begin_values();
         Clock::time_point first_upload{};
         bool any = false;
         while (queue.pop_all(ranges)) {
-          if (!any) {
-            first_upload = Clock::now();
-            any = true;
-            if (!pinned || pinned->data() != ranges[0].values)
-              pinned = std::make_unique<HostRegistration>(
-                  ranges[0].values, static_cast<std::size_t>(symbolic->panel_offset.back()) * sizeof(double));
-          }
+          if (!any) first_upload = Clock::now();
+          any = true;
           for (const RangeQueue::Range& range : ranges) plan->upload(range.values, range.first, range.last);
         }
         if (!factor_failed) {
@@ -380,7 +382,8 @@ void Solver::factorize(const SparseMatrix& A) {
   if (try_gpu) {
     s.queue.open();
     s.streaming = true;
-    worker = std::thread([&] { s.feed_plan(factor_failed, problem, gpu_error); });
+    const double* existing = s.factor ? s.factor->values().data() : nullptr;
+    worker = std::thread([&, existing] { s.feed_plan(existing, factor_failed, problem, gpu_error); });
   }
   const auto t0 = Clock::now();
   try {

@@ -86,7 +86,8 @@ struct GpuPlanReport {
   double plan_seconds = 0;         ///< building the plan, beside the factorization (0 when reused)
   double upload_seconds = 0;       ///< first value upload to the last inversion
   double visible_seconds = 0;      ///< what the caller waited for after the host factorization returned
-  bool pinned = false;             ///< the host factor was page-locked for the uploads
+  bool pinned = false;             ///< the host factor was page-locked for the uploads (from the first
+                                   ///< refactorization on: the first factorization uploads pageable memory)
 };
 
 /// The last solve: where it ran and how long each sweep took.
