@@ -25,6 +25,19 @@ struct Children {
   }
 };
 
+/// Supernode s's panel of the selectively inverted factor, as the reference reads it.
+struct Panel {
+  index_t f, k, m;         // first column, columns, rows
+  const double* M;         // [V; W], column-major, leading dimension m
+  const index_t* rows;     // its row indices
+  double at(index_t row, index_t c) const { return M[row + static_cast<offset_t>(c) * m]; }
+};
+
+Panel panel_of(const SymbolicFactor& S, const double* inverted, index_t s) {
+  return Panel{S.supernode_begin[s], S.supernode_cols(s), S.supernode_rows(s), inverted + S.panel_offset[s],
+               S.row_indices.data() + S.row_ptr[s]};
+}
+
 }  // namespace
 
 SupernodalSchedule build_schedule(const SymbolicFactor& S) {
@@ -147,7 +160,6 @@ SupernodalSchedule build_schedule(const SymbolicFactor& S) {
         out.tasks.size() > static_cast<std::size_t>(std::numeric_limits<index_t>::max() / 4))
       throw ResourceError("build_schedule: too many tiles for 32-bit counters");
     out.units[s] = static_cast<index_t>(count);
-    out.split_rows_max = std::max<offset_t>(out.split_rows_max, m);
     const index_t p = S.super_parent[s];
     if (p >= 0) {
       if (static_cast<offset_t>(out.need[p]) + count > std::numeric_limits<index_t>::max() / 4)
@@ -211,33 +223,28 @@ void schedule_solve_reference(const SymbolicFactor& S, const SupernodalSchedule&
         const index_t lo = S.supernode_begin[t.first], hi = S.supernode_begin[t.last + 1];
         for (index_t c = lo; c < hi; ++c) local[c - lo] = b[S.perm[c]];
         for (index_t s = t.first; s <= t.last; ++s) {
-          const index_t f = S.supernode_begin[s], k = S.supernode_cols(s), m = S.supernode_rows(s);
-          const double* M = inverted + S.panel_offset[s];
-          const index_t* rows = S.row_indices.data() + S.row_ptr[s];
-          for (index_t row = 0; row < m; ++row) {
+          const Panel P = panel_of(S, inverted, s);
+          for (index_t row = 0; row < P.m; ++row) {
             double z = 0;
-            for (index_t c = 0; c < k; ++c) z += M[row + static_cast<offset_t>(c) * m] * local[f - lo + c];
-            if (row < k)
-              y[f + row] = z;
-            else if (rows[row] < hi)
-              local[rows[row] - lo] -= z;
+            for (index_t c = 0; c < P.k; ++c) z += P.at(row, c) * local[P.f - lo + c];
+            if (row < P.k)
+              y[P.f + row] = z;
+            else if (P.rows[row] < hi)
+              local[P.rows[row] - lo] -= z;
             else
-              acc[rows[row]] += z;
+              acc[P.rows[row]] += z;
           }
         }
       } else {
-        const index_t s = t.first, f = S.supernode_begin[s], k = S.supernode_cols(s), m = S.supernode_rows(s);
-        const double* M = inverted + S.panel_offset[s];
-        const index_t* rows = S.row_indices.data() + S.row_ptr[s];
-        const index_t c_end = std::min(k, t.col0 + T), r_end = std::min(m, t.row0 + T);
+        const Panel P = panel_of(S, inverted, t.first);
+        const index_t c_end = std::min(P.k, t.col0 + T), r_end = std::min(P.m, t.row0 + T);
         for (index_t row = t.row0; row < r_end; ++row) {
           double z = 0;
-          for (index_t c = t.col0; c < c_end; ++c)
-            z += M[row + static_cast<offset_t>(c) * m] * (b[S.perm[f + c]] - acc[f + c]);
-          if (row < k)
-            y[f + row] += z;
+          for (index_t c = t.col0; c < c_end; ++c) z += P.at(row, c) * (b[S.perm[P.f + c]] - acc[P.f + c]);
+          if (row < P.k)
+            y[P.f + row] += z;
           else
-            acc[rows[row]] += z;
+            acc[P.rows[row]] += z;
         }
       }
     }
@@ -246,29 +253,25 @@ void schedule_solve_reference(const SymbolicFactor& S, const SupernodalSchedule&
       if (t.row0 < 0) {
         const index_t lo = S.supernode_begin[t.first], hi = S.supernode_begin[t.last + 1];
         for (index_t s = t.last; s >= t.first; --s) {
-          const index_t f = S.supernode_begin[s], k = S.supernode_cols(s), m = S.supernode_rows(s);
-          const double* M = inverted + S.panel_offset[s];
-          const index_t* rows = S.row_indices.data() + S.row_ptr[s];
-          for (index_t c = 0; c < k; ++c) {
+          const Panel P = panel_of(S, inverted, s);
+          for (index_t c = 0; c < P.k; ++c) {
             double sum = 0;
-            for (index_t row = 0; row < m; ++row) {
-              const double v = row < k ? y[f + row] : -(rows[row] < hi ? local[rows[row] - lo] : x[rows[row]]);
-              sum += M[row + static_cast<offset_t>(c) * m] * v;
+            for (index_t row = 0; row < P.m; ++row) {
+              const index_t r = P.rows[row];
+              sum += P.at(row, c) * (row < P.k ? y[P.f + row] : -(r < hi ? local[r - lo] : x[r]));
             }
-            local[f - lo + c] = sum;
+            local[P.f - lo + c] = sum;
           }
         }
         for (index_t c = lo; c < hi; ++c) x[c] = local[c - lo];
       } else {
-        const index_t s = t.first, f = S.supernode_begin[s], k = S.supernode_cols(s), m = S.supernode_rows(s);
-        const double* M = inverted + S.panel_offset[s];
-        const index_t* rows = S.row_indices.data() + S.row_ptr[s];
-        const index_t c_end = std::min(k, t.col0 + T), r_end = std::min(m, t.row0 + T);
+        const Panel P = panel_of(S, inverted, t.first);
+        const index_t c_end = std::min(P.k, t.col0 + T), r_end = std::min(P.m, t.row0 + T);
         for (index_t c = t.col0; c < c_end; ++c) {
           double sum = 0;
           for (index_t row = t.row0; row < r_end; ++row)
-            sum += M[row + static_cast<offset_t>(c) * m] * (row < k ? y[f + row] : -x[rows[row]]);
-          x[f + c] += sum;
+            sum += P.at(row, c) * (row < P.k ? y[P.f + row] : -x[P.rows[row]]);
+          x[P.f + c] += sum;
         }
       }
     }

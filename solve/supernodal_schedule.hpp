@@ -80,7 +80,6 @@ struct SupernodalSchedule {
   index_t grouped_supernodes = 0;
   index_t height = 0;             ///< longest chain of tiled supernodes (0 when every supernode is grouped)
   index_t critical_columns = 0;   ///< columns along the longest root-to-leaf path (diagonal blocks)
-  offset_t split_rows_max = 0;    ///< rows of the tallest tiled panel (sizes the largest task fan-out)
 };
 
 /// Builds the schedule from the pattern alone. O(num_supernodes + tiles). Throws ResourceError when the
