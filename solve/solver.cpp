@@ -317,6 +317,7 @@ struct Solver::Impl {
 Solver::Solver(const SolverOptions& options) : impl_(std::make_unique<Impl>()) {
   impl_->options = options;
   impl_->report.placement = options.placement;
+  if (options.placement == Placement::cpu) impl_->device_problem = "placement cpu keeps this solver off the GPU";
 }
 
 Solver::~Solver() = default;
