@@ -5,7 +5,9 @@
 #   target_link_libraries(app PRIVATE spade::spade)
 #
 # Targets (static libraries, position-independent):
-#   spade::spade       the Solver facade (solver.hpp, eigen.hpp and the phase headers); what most users link
+#   spade::spade       the Solver facade (solver.hpp, eigen.hpp, the phase headers) and the C interface
+#                      (spade.h); what most users link
+#   spade::c           the C interface alone (spade.h; a C program links it with a C++ linker)
 #   spade::host        the host pipeline alone: Matrix Market, orderings, analysis, factorization, host solve
 #   spade::solver      the Solver facade and the GPU solve phase (links spade::host)
 #   spade::dense_trsv  the GPU dense triangular solves of dense_trsv.hpp
@@ -22,11 +24,11 @@ include(CMakePackageConfigHelpers)
 set(CMAKE_INSTALL_RPATH_USE_LINK_PATH ON)
 
 add_library(spade_library INTERFACE)
-target_link_libraries(spade_library INTERFACE spade_solver)
+target_link_libraries(spade_library INTERFACE spade_solver spade_c)
 set_target_properties(spade_library PROPERTIES EXPORT_NAME spade)
 add_library(spade::spade ALIAS spade_library)
 
-install(TARGETS spade_library spade_solver spade_host spade_dense_trsv spade_sptrsv
+install(TARGETS spade_library spade_c spade_solver spade_host spade_dense_trsv spade_sptrsv
         EXPORT spadeTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

@@ -1,7 +1,7 @@
 # The install-tree test (ctest: install_consumer), run as a script with cmake -P:
 #   1. cmake --install BUILD_DIR --prefix WORK_DIR/prefix (a fresh folder each time);
 #   2. configure SOURCE_DIR (tests/install_consumer) with only that prefix to find spade in, build it;
-#   3. run the consumer program, and the installed `spade --version`, which must print SPADE_VERSION.
+#   3. run the consumer programs (C++ and C), and the installed `spade --version`, which must print SPADE_VERSION.
 # Any failing step fails the test with its output.
 foreach(var BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR SPADE_VERSION)
   if(NOT DEFINED ${var})
@@ -25,6 +25,8 @@ run_step("configuring the consumer" ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_
 run_step("building the consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run_step("running the consumer" ${WORK_DIR}/build/consumer)
 message(STATUS "consumer: ${step_output}")
+run_step("running the C consumer" ${WORK_DIR}/build/consumer_c)
+message(STATUS "consumer_c: ${step_output}")
 run_step("spade --version" ${prefix}/bin/spade --version)
 if(NOT step_output MATCHES "${SPADE_VERSION}")
   message(FATAL_ERROR "the installed spade --version printed '${step_output}', not ${SPADE_VERSION}")
