@@ -19,10 +19,6 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-# The installed program keeps the run-time search paths of libraries outside the system's (the CUDA
-# toolkit's in /usr/local/cuda).
-set(CMAKE_INSTALL_RPATH_USE_LINK_PATH ON)
-
 add_library(spade_library INTERFACE)
 target_link_libraries(spade_library INTERFACE spade_solver spade_c)
 set_target_properties(spade_library PROPERTIES EXPORT_NAME spade)
