@@ -55,7 +55,8 @@ endif()
 if(SPADE_BUILD_BENCHMARKS)
 
 add_executable(bench_cholesky drivers/bench_cholesky.cpp)
-target_link_libraries(bench_cholesky PRIVATE spade_host spade_cholmod_reference CLI11::CLI11 BLAS::BLAS)
+target_link_libraries(bench_cholesky PRIVATE spade_host spade_cholmod_reference CLI11::CLI11 nlohmann_json::nlohmann_json
+                      BLAS::BLAS)
 target_compile_definitions(bench_cholesky PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
 target_compile_options(bench_cholesky PRIVATE ${SPADE_WARNINGS})
 endif()
