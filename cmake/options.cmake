@@ -13,6 +13,10 @@ option(SPADE_BUILD_CLI "Build the spade program (needs CLI11 and nlohmann_json)"
 option(SPADE_BUILD_BENCHMARKS "Build the benchmark drivers (need CHOLMOD, CLI11 and nlohmann_json)" ON)
 option(SPADE_BUILD_PYTHON "Build the Python module spade (needs Python 3 and pybind11)" ON)
 
+# CMAKE_INSTALL_INCLUDEDIR and the other install folders, before any target names them in its
+# $<INSTALL_INTERFACE:...> include directories (cmake/install.cmake installs there).
+include(GNUInstallDirs)
+
 # Installed programs and the Python module keep the run-time search paths of libraries outside the
 # system's (the CUDA toolkit's in /usr/local/cuda); set before any target is made.
 set(CMAKE_INSTALL_RPATH_USE_LINK_PATH ON)
