@@ -29,7 +29,7 @@ if(SPADE_BUILD_BENCHMARKS)
 
 add_executable(bench_sptrsv drivers/bench_sptrsv.cu)
 target_include_directories(bench_sptrsv PRIVATE ${PROJECT_SOURCE_DIR})
-target_link_libraries(bench_sptrsv PRIVATE spade_sptrsv spade_host CUDA::cusparse)
+target_link_libraries(bench_sptrsv PRIVATE spade_sptrsv spade_host CUDA::cusparse nlohmann_json::nlohmann_json)
 target_compile_definitions(bench_sptrsv PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
 
 # Thread block clusters need sm_90 whatever the project's architectures are.

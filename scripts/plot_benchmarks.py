@@ -3,6 +3,8 @@
 
     scripts/plot_benchmarks.py bench_solve.json bench_cholesky.json --out docs/benchmarks
 
+The drivers that write such files: bench_solve, bench_cholesky, bench_dense_trsv and bench_sptrsv.
+
 For each JSON file, named after its "benchmark" field:
   <out>/<benchmark>_speedup.png  per matrix, baseline time / spade time for every comparison and baseline
                                  (log scale; above 1 means spade is faster)
@@ -38,6 +40,11 @@ def load(path):
     if not doc["rows"]:
         raise ValueError(f"{path}: no row with comparisons")
     return doc
+
+
+def seconds(value):
+    """A time from the JSON as a float; NaN for a figure that was not measured (null)."""
+    return float(value) if isinstance(value, (int, float)) else float("nan")
 
 
 def subtitle(doc):
@@ -85,8 +92,9 @@ def plot_speedup(doc, out):
         speedups = []
         for r in rows:
             c = next((c for c in r["comparisons"] if c["what"] == what), None)
-            t = c["baselines"].get(baseline) if c else None
-            speedups.append(t / c["spade_seconds"] if t and c["spade_seconds"] > 0 else np.nan)
+            t = seconds(c["baselines"].get(baseline)) if c else np.nan
+            mine = seconds(c["spade_seconds"]) if c else np.nan
+            speedups.append(t / mine if mine > 0 else np.nan)
         everything += speedups
         bars = ax.bar(x + (k - (len(series) - 1) / 2) * width, speedups, width, label=f"{what}: {baseline} / spade")
         ax.bar_label(bars, labels=[f"{s:.3g}x" if np.isfinite(s) else "" for s in speedups], fontsize=7,
@@ -104,7 +112,8 @@ def plot_speedup(doc, out):
 
 
 def plot_floor(doc, out):
-    rows = [r for r in doc["rows"] if r.get("floor_seconds")]
+    rows = [r for r in doc["rows"]
+            if seconds(r.get("floor_seconds")) > 0 and seconds(r["comparisons"][0]["spade_seconds"]) > 0]
     if not rows:
         return None
     what = rows[0]["comparisons"][0]["what"]
