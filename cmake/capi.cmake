@@ -10,6 +10,7 @@ if(BUILD_TESTING)
   set_target_properties(test_capi PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF
                         LINKER_LANGUAGE CXX)  # spade's libraries are C++: the C++ driver links them
   target_compile_options(test_capi PRIVATE -Wall -Wextra -pedantic)
-  target_link_libraries(test_capi PRIVATE spade_c m)
+  find_package(Threads REQUIRED)
+  target_link_libraries(test_capi PRIVATE spade_c m Threads::Threads)
   add_test(NAME test_capi COMMAND test_capi)
 endif()

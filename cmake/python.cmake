@@ -12,7 +12,8 @@ find_package(Python3 REQUIRED COMPONENTS Interpreter Development.Module)
 find_package(pybind11 2.6 CONFIG REQUIRED)
 
 set(SPADE_PYTHON_DIR ${PROJECT_BINARY_DIR}/python/spade)
-pybind11_add_module(spade_python MODULE bindings/python_module.cpp)
+# NO_EXTRAS: no link-time optimization (the module is a thin layer over static libraries built without it).
+pybind11_add_module(spade_python MODULE NO_EXTRAS bindings/python_module.cpp)
 target_link_libraries(spade_python PRIVATE spade_solver)
 target_compile_options(spade_python PRIVATE ${SPADE_WARNINGS})
 set_target_properties(spade_python PROPERTIES OUTPUT_NAME _spade LIBRARY_OUTPUT_DIRECTORY ${SPADE_PYTHON_DIR})

@@ -3,6 +3,7 @@
  * message and column. Prints one line per check that fails (and "SKIP: ..." for the GPU checks that need a
  * GPU); exits 0 when every check passed. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,6 +299,38 @@ static void test_gpu_placement(void) {
   free_matrix(&m);
 }
 
+/* The last error is per thread: a failure in another thread leaves this thread's message and column alone. */
+typedef struct {
+  spade_status status; /* of the failing call in the other thread */
+  int own_message;     /* whether that thread then read its own message */
+} OtherThread;
+
+static void* fail_elsewhere(void* arg) {
+  OtherThread* other = arg;
+  other->status = spade_solve(NULL, 1, NULL, 1, SPADE_MEMORY_HOST);
+  other->own_message = strstr(spade_last_error(), "factor is NULL") != NULL;
+  return NULL;
+}
+
+static void test_thread_local_last_error(void) {
+  Matrix indefinite = laplacian(4, 4, 1.0, 5);
+  spade_options options = spade_default_options();
+  options.placement = SPADE_PLACEMENT_CPU;
+  spade_analysis* analysis = NULL;
+  spade_factor* factor = NULL;
+  CHECK(spade_analyze(&indefinite.csc, &options, &analysis) == SPADE_SUCCESS);
+  CHECK(spade_factorize(analysis, &indefinite.csc, &factor) == SPADE_NUMERICAL_ERROR);
+  OtherThread other = {SPADE_SUCCESS, 0};
+  pthread_t thread;
+  CHECK(pthread_create(&thread, NULL, fail_elsewhere, &other) == 0);
+  CHECK(pthread_join(thread, NULL) == 0);
+  CHECK(other.status == SPADE_INVALID_INPUT && other.own_message == 1);
+  CHECK(spade_last_numerical_kind() == SPADE_NOT_POSITIVE_DEFINITE && spade_last_error_column() == 5);
+  CHECK(strstr(spade_last_error(), "factor is NULL") == NULL);
+  spade_analysis_free(analysis);
+  free_matrix(&indefinite);
+}
+
 int main(void) {
   test_version();
   test_phases(SPADE_PLACEMENT_CPU, SPADE_ORDERING_AUTO);
@@ -305,6 +338,7 @@ int main(void) {
   test_phases(SPADE_PLACEMENT_AUTO, SPADE_ORDERING_AMD);
   test_phases(SPADE_PLACEMENT_CPU, SPADE_ORDERING_NATURAL);
   test_errors();
+  test_thread_local_last_error();
   test_gpu_placement();
   if (failures > 0) {
     fprintf(stderr, "test_capi: %d checks failed\n", failures);

@@ -97,6 +97,7 @@ def test_orderings_and_placements(ordering, device):
     chol = spade.Cholesky(A, ordering=ordering, threads=2, device=device)
     np.testing.assert_allclose(chol.solve(A @ x_true), x_true, rtol=0, atol=1e-11)
     report = chol.report()
+    assert report["threads"] == 2 and report["placement"] == device
     assert report["analysis"]["ordering"] == (ordering if ordering != "auto" else report["analysis"]["ordering"])
     assert report["analysis"]["ordering"] in ("amd", "metis", "natural")
     if device == "cpu":
