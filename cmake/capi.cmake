@@ -11,6 +11,6 @@ if(BUILD_TESTING)
                         LINKER_LANGUAGE CXX)  # spade's libraries are C++: the C++ driver links them
   target_compile_options(test_capi PRIVATE -Wall -Wextra -pedantic)
   find_package(Threads REQUIRED)
-  target_link_libraries(test_capi PRIVATE spade_c m Threads::Threads)
+  target_link_libraries(test_capi PRIVATE spade_c CUDA::cudart m Threads::Threads)
   add_test(NAME test_capi COMMAND test_capi)
 endif()

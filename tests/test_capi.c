@@ -1,5 +1,6 @@
 /* Tests of the C interface (include/spade/spade.h), compiled as C99: the phases on generated 2D Laplacians
- * against known solutions, refactorization, refinement, placement, and every error path with its status,
+ * against known solutions, refactorization, refinement, placement, device memory (with a GPU; the CUDA
+ * runtime's C interface allocates it), and every error path with its status,
  * message and column. Prints one line per check that fails (and "SKIP: ..." for the GPU checks that need a
  * GPU); exits 0 when every check passed. */
 #include <math.h>
@@ -7,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cuda_runtime_api.h>
 
 #include "spade/spade.h"
 
@@ -207,6 +210,13 @@ static void test_errors(void) {
   /* Phases and shapes. */
   CHECK(spade_analyze(&m.csc, NULL, &analysis) == SPADE_SUCCESS); /* NULL options: the defaults */
   spade_analysis_free(analysis);
+  {
+    spade_csc pattern = m.csc; /* the analysis reads no values */
+    pattern.values = NULL;
+    CHECK(spade_analyze(&pattern, &options, &analysis) == SPADE_SUCCESS);
+    CHECK_FAILS(spade_factorize(analysis, &pattern, &factor), SPADE_INVALID_INPUT, "values is NULL");
+    spade_analysis_free(analysis);
+  }
   CHECK(spade_analyze(&m.csc, &options, &analysis) == SPADE_SUCCESS);
   CHECK_FAILS(spade_factorize(analysis, NULL, &factor), SPADE_INVALID_INPUT, "A is NULL");
   CHECK(factor == NULL);
@@ -270,6 +280,47 @@ static void test_errors(void) {
   free(B);
 }
 
+/* With the solves on the GPU: right-hand sides and solutions in device memory, plain and refined. */
+static void test_device_memory(void) {
+  Matrix m = laplacian(20, 16, 1.0, -1);
+  const int n = m.csc.n, nrhs = 2;
+  spade_options options = spade_default_options();
+  options.placement = SPADE_PLACEMENT_GPU;
+  spade_analysis* analysis = NULL;
+  spade_factor* factor = NULL;
+  CHECK(spade_analyze(&m.csc, &options, &analysis) == SPADE_SUCCESS);
+  CHECK(spade_factorize(analysis, &m.csc, &factor) == SPADE_SUCCESS);
+  const size_t bytes = sizeof(double) * n * nrhs;
+  double* X_true = malloc(bytes);
+  double* B = malloc(bytes);
+  double* X = malloc(bytes);
+  for (int r = 0; r < nrhs; ++r) {
+    for (int i = 0; i < n; ++i) X_true[i + r * n] = 1 + sin(i + 2 * r);
+    multiply(&m.csc, X_true + r * n, B + r * n);
+  }
+  double *dB = NULL, *dX = NULL;
+  CHECK(cudaMalloc((void**)&dB, bytes) == cudaSuccess && cudaMalloc((void**)&dX, bytes) == cudaSuccess);
+  CHECK(cudaMemcpy(dX, B, bytes, cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK(spade_solve(factor, nrhs, dX, n, SPADE_MEMORY_DEVICE) == SPADE_SUCCESS);
+  CHECK(cudaMemcpy(X, dX, bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(relative_error(X, n, X_true, n, nrhs) < 1e-12);
+  spade_refinement result;
+  CHECK(cudaMemcpy(dB, B, bytes, cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK(cudaMemset(dX, 0, bytes) == cudaSuccess);
+  CHECK(spade_solve_refined(factor, nrhs, dB, n, dX, n, SPADE_MEMORY_DEVICE, &result) == SPADE_SUCCESS);
+  CHECK(result.berr < 1e-14);
+  CHECK(cudaMemcpy(X, dX, bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(relative_error(X, n, X_true, n, nrhs) < 1e-12);
+  cudaFree(dB);
+  cudaFree(dX);
+  spade_factor_free(factor);
+  spade_analysis_free(analysis);
+  free_matrix(&m);
+  free(X_true);
+  free(B);
+  free(X);
+}
+
 /* Placement gpu: without a usable GPU the factorization is a resource error that says why. */
 static void test_gpu_placement(void) {
   Matrix m = laplacian(8, 8, 1.0, -1);
@@ -288,8 +339,10 @@ static void test_gpu_placement(void) {
   if (on_gpu) {
     printf("placement auto: %s; running the GPU placement\n", why);
     test_phases(SPADE_PLACEMENT_GPU, SPADE_ORDERING_AUTO);
+    test_device_memory();
   } else {
-    printf("SKIP: the GPU solve (placement gpu) needs a usable GPU; placement auto says: %s\n", why);
+    printf("SKIP: the GPU solve (placement gpu, device memory) needs a usable GPU; placement auto says: %s\n",
+           why);
     options.placement = SPADE_PLACEMENT_GPU;
     CHECK(spade_analyze(&m.csc, &options, &analysis) == SPADE_SUCCESS);
     CHECK_FAILS(spade_factorize(analysis, &m.csc, &factor), SPADE_RESOURCE_ERROR, "placement gpu");
