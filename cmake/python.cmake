@@ -8,8 +8,15 @@
 if(NOT DEFINED Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
   set(Python3_EXECUTABLE /usr/bin/python3)
 endif()
-find_package(Python3 REQUIRED COMPONENTS Interpreter Development.Module)
-find_package(pybind11 2.6 CONFIG REQUIRED)
+find_package(Python3 COMPONENTS Interpreter Development.Module)
+if(Python3_FOUND)
+  find_package(pybind11 2.6 CONFIG)
+endif()
+if(NOT Python3_FOUND OR NOT pybind11_FOUND)
+  message(FATAL_ERROR "The Python module needs Python 3 with its headers and pybind11 (Debian: python3-dev, "
+                      "python3-pybind11; scripts/install-deps.sh installs them), or configure with "
+                      "-DSPADE_BUILD_PYTHON=OFF")
+endif()
 
 set(SPADE_PYTHON_DIR ${PROJECT_BINARY_DIR}/python/spade)
 # NO_EXTRAS: no link-time optimization (the module is a thin layer over static libraries built without it).
