@@ -106,6 +106,7 @@ class GpuSolvePlan {
  private:
   struct Device;  // device arrays, handles, events
   void reset_workspace();
+  void warm_up_inversion();
 
   std::shared_ptr<const SymbolicFactor> symbolic_;
   SupernodalSchedule schedule_;
