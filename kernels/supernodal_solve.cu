@@ -301,28 +301,34 @@ __device__ void forward_group(const SupernodalView& v, const SupernodalWorkspace
     const int r0 = sm.first_row[i], m = sm.first_row[i + 1] - r0;
     const double* P = sm.panel + sm.first_entry[i];
     const double* r = sm.rhs + f * K;
-    for (int row = lane; row < m; row += 32) {
+    for (int rb = 0; rb < m; rb += 32) {
+      const int row = rb + lane;
       double z[K];
 #pragma unroll
       for (int j = 0; j < K; ++j) z[j] = 0.0;
-      for (int c = 0; c < k; ++c) {
-        const double a = P[row + c * m];
+      int outside = -1;  // the row's index where it lies outside the group
+      if (row < m) {
+        for (int c = 0; c < k; ++c) {
+          const double a = P[row + c * m];
 #pragma unroll
-        for (int j = 0; j < K; ++j) z[j] = fma(a, r[c * K + j], z[j]);
-      }
-      if (row < k) {
+          for (int j = 0; j < K; ++j) z[j] = fma(a, r[c * K + j], z[j]);
+        }
+        if (row < k) {
 #pragma unroll
-        for (int j = 0; j < K; ++j) sm.forward[(f + row) * K + j] = z[j];
-      } else {
-        const int target = sm.rows[r0 + row];
-        if (target < hi) {
-#pragma unroll
-          for (int j = 0; j < K; ++j) sm.rhs[(target - lo) * K + j] -= z[j];
+          for (int j = 0; j < K; ++j) sm.forward[(f + row) * K + j] = z[j];
         } else {
+          const int target = sm.rows[r0 + row];
+          if (target < hi) {
 #pragma unroll
-          for (int j = 0; j < K; ++j) atomicAdd(w.acc + static_cast<long long>(target) * K + j, z[j]);
+            for (int j = 0; j < K; ++j) sm.rhs[(target - lo) * K + j] -= z[j];
+          } else {
+            outside = target;
+          }
         }
       }
+      if (outside >= 0)
+#pragma unroll
+        for (int j = 0; j < K; ++j) atomicAdd(w.acc + static_cast<long long>(outside) * K + j, z[j]);
     }
     __syncwarp();  // the next supernode reads what this one subtracted
   }
