@@ -22,16 +22,28 @@ void openblas_set_num_threads(int num_threads);
 
 namespace spade {
 
-/// Sets OpenBLAS's thread count for the lifetime of the object and restores the previous count after.
+// The one place that calls OpenBLAS-only symbols: everything else sets BLAS threads through these.
+
+/// Sets OpenBLAS's thread count (process-wide: Debian 12's OpenBLAS 0.3.21 has no per-thread setting) for
+/// the lifetime of the object, and restores the count it found after.
 class BlasThreads {
  public:
-  explicit BlasThreads(int threads) : saved_(openblas_get_num_threads()) { openblas_set_num_threads(threads); }
+  explicit BlasThreads(int threads) : saved_(openblas_get_num_threads()) { set(threads); }
   ~BlasThreads() { openblas_set_num_threads(saved_); }
   BlasThreads(const BlasThreads&) = delete;
   BlasThreads& operator=(const BlasThreads&) = delete;
 
+  /// Changes the count while the object lives (no call when it is already `threads`).
+  void set(int threads) {
+    if (threads != current_) openblas_set_num_threads(current_ = threads);
+  }
+
  private:
   int saved_;
+  int current_ = -1;
 };
+
+/// OpenBLAS's thread count from now on, for programs that own the process (the benchmark drivers).
+inline void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
 
 }  // namespace spade

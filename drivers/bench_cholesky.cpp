@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
     std::vector<double> b(n), x(n);
     for (spade::index_t i = 0; i < n; ++i) b[i] = 1.0 + std::sin(static_cast<double>(i));
 
-    openblas_set_num_threads(threads);
+    spade::set_blas_threads(threads);
     std::shared_ptr<const spade::SymbolicFactor> S;
     const double analyze_spade = seconds([&] { S = spade::analyze(A); });
     spade::FactorOptions fopt;
@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
     }
     const double berr = spade::backward_error(A, b.data(), x.data()).berr;
 
-    openblas_set_num_threads(cholmod_threads);
+    spade::set_blas_threads(cholmod_threads);
     spade::testing::CholmodReference cholmod(A);
     const double analyze_cholmod = seconds([&] { cholmod.analyze(); });
     std::vector<double> cf, cs;

@@ -183,13 +183,12 @@ void NumericFactor::refactorize(const SparseMatrix& A) {
       // Threaded BLAS at the top, with no more threads than the supernode's work keeps busy (OpenBLAS
       // splits even small products across every thread it is given, which costs more than it saves).
       BlasThreads blas(threads_);
-      int current = threads_;
       std::vector<index_t> relpos(S.n);
       std::vector<double> work(work_size_);
       for (index_t s : top_) {
         const double k = S.supernode_cols(s), m = S.supernode_rows(s);
         const int wanted = static_cast<int>(std::clamp(k * m * m / kFlopsPerBlasThread, 1.0, double(threads_)));
-        if (wanted != current) openblas_set_num_threads(current = wanted);
+        blas.set(wanted);
         factor_supernode(s, A, relpos, work);
         if (progress_) progress_(*this, s, s);
       }
