@@ -1,5 +1,6 @@
 # The host pipeline: matrix types and I/O (core/), orderings, symbolic and numeric factorization, host solve.
 add_library(spade_host
+  core/error.cpp
   core/sparse_matrix.cpp
   factor/symbolic.cpp
   factor/cholesky.cpp
