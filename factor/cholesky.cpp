@@ -50,7 +50,9 @@ NumericFactor::NumericFactor(std::shared_ptr<const SymbolicFactor> symbolic, con
                              const FactorOptions& options)
     : symbolic_(std::move(symbolic)), progress_(options.progress) {
   if (!symbolic_) throw InvalidInput("factorize: no symbolic analysis given");
-  threads_ = options.threads > 0 ? options.threads : omp_get_max_threads();
+  // No more threads than the machine has processors: more only oversubscribe, and under a memory limit
+  // the extra OpenMP and OpenBLAS threads (stacks, BLAS buffers) are what runs out first.
+  threads_ = std::min(options.threads > 0 ? options.threads : omp_get_max_threads(), omp_get_num_procs());
   try {
     values_.resize(static_cast<std::size_t>(symbolic_->panel_offset.back()));
   } catch (const std::bad_alloc&) {

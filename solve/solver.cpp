@@ -11,6 +11,7 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -26,6 +27,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+/// Starts f on a new thread; the system's refusal (std::system_error, e.g. under a memory or process
+/// limit) becomes a ResourceError naming `what`.
+template <typename F>
+std::thread start_thread(const char* what, F&& f) {
+  try {
+    return std::thread(std::forward<F>(f));
+  } catch (const std::system_error& e) {
+    throw ResourceError(std::string("cannot start the ") + what + " thread: " + e.what());
+  }
+}
 
 /// Ranges of finished supernodes, from the factoring threads to the plan's thread.
 class RangeQueue {
@@ -337,7 +349,7 @@ void Solver::analyze(const SparseMatrix& A) {
   std::thread probe;
   std::exception_ptr probe_error;
   if (s.options.placement != Placement::cpu && !s.device_ok) {
-    probe = std::thread([&] {
+    probe = start_thread("GPU probe", [&] {
       try {
         s.device_ok = probe_device(s.device, s.device_description, s.device_problem);
       } catch (...) {
@@ -384,7 +396,7 @@ void Solver::factorize(const SparseMatrix& A) {
     s.queue.open();
     s.streaming = true;
     const double* existing = s.factor ? s.factor->values().data() : nullptr;
-    worker = std::thread([&, existing] { s.feed_plan(existing, factor_failed, problem, gpu_error); });
+    worker = start_thread("GPU plan", [&, existing] { s.feed_plan(existing, factor_failed, problem, gpu_error); });
   }
   const auto t0 = Clock::now();
   try {

@@ -56,7 +56,7 @@ Placement parse_placement(const std::string& name);
 
 struct SolverOptions {
   AnalyzeOptions analyze;                      ///< ordering and supernode relaxation
-  int threads = 0;                             ///< factorization and host solve; 0 = omp_get_max_threads()
+  int threads = 0;  ///< factorization and host solve; 0 = omp_get_max_threads(); at most omp_get_num_procs()
   Placement placement = Placement::automatic;  ///< see the file comment
   RefineOptions refine;                        ///< for solve_refined
 };
