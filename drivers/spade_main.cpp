@@ -20,7 +20,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -153,7 +155,7 @@ spade::SparseMatrix read_input(const Options& o, Progress& progress, spade::cli:
   spade::MatrixMarketInfo info;
   spade::SparseMatrix A;
   const double seconds =
-      progress.run("reading " + o.matrix, [&] { A = spade::read_matrix_market(o.matrix, mm, &info); });
+      progress.run("reading " + spade::printable(o.matrix, 200), [&] { A = spade::read_matrix_market(o.matrix, mm, &info); });
   report.phases.push_back({"read", seconds, 0});
   report.input = summarize(A);
   report.input.source = o.matrix;
@@ -203,30 +205,83 @@ double forward_error(const std::vector<double>& x, const std::vector<double>& x_
   return worst;
 }
 
+/// Writes the JSON report; a file that cannot be opened, written or closed is a ResourceError.
 void write_json(const std::string& path, const spade::cli::Report& report) {
   std::ofstream file(path);
   file << to_json(report).dump(2) << '\n';
-  if (!file) throw spade::ResourceError("cannot write the JSON report '" + path + "'");
+  file.close();  // flushes: a full disk shows only here
+  if (!file) throw spade::ResourceError("cannot write the JSON report " + spade::quote(path, 200));
+}
+
+/// Prints the report on stdout and flushes it; a failed write (a full disk, a closed pipe) is a
+/// ResourceError rather than a success with no report.
+void print_report(const spade::cli::Report& report) {
+  spade::cli::print_report(stdout, report);
+  if (std::fflush(stdout) != 0 || std::ferror(stdout))
+    throw spade::ResourceError(std::string("cannot write the report to standard output: ") + std::strerror(errno));
+}
+
+/// A file of the user's name that failed after reading: the library's messages start with the phase
+/// ("analyze: ", "factorize: "), the user knows the file. Rethrows e's type with `source: ` in place.
+template <typename F>
+void about_source(const std::string& source, F&& f) {
+  const auto message = [&](const std::exception& e) {
+    std::string what = e.what();
+    for (const char* phase : {"analyze: ", "factorize: ", "solve: ", "solve_refined: "})
+      if (what.rfind(phase, 0) == 0) what.erase(0, std::strlen(phase));
+    return source + ": " + what;
+  };
+  try {
+    f();
+  } catch (const spade::NumericalError& e) {
+    throw spade::NumericalError(e.kind(), e.index(), message(e));
+  } catch (const spade::InvalidInput& e) {
+    throw spade::InvalidInput(message(e));
+  }
 }
 
 /// Factor, solve and refine A X = B; fills the remaining phases and the solve summary.
 void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& progress, spade::cli::Report& report) {
+  const std::string source = spade::printable(report.input.source, 200);
+  // The shape first, before any arithmetic with A: square and not empty (the analysis checks the rest).
+  if (!A.is_square())
+    throw spade::InvalidInput(source + ": Cholesky needs a square matrix, this one is " + std::to_string(A.rows()) +
+                              " x " + std::to_string(A.cols()));
   const index_t n = A.rows();
-  if (n == 0) throw spade::InvalidInput(report.input.source + ": the matrix is 0 x 0; there is nothing to solve");
+  if (n == 0) throw spade::InvalidInput(source + ": the matrix is 0 x 0; there is nothing to solve");
+  spade::SolverOptions options;
+  options.analyze.ordering = o.ordering_method;
+  options.threads = o.threads;
+  options.placement = o.placement;
+  options.refine.max_steps = o.refine;
+  spade::Solver solver(options);
+  progress.run(analysis_label(o), [&] { about_source(source, [&] { solver.analyze(A); }); });
+  record_analysis(solver.symbolic(), o, report);
+
   spade::cli::SolveSummary s;
   s.max_steps = o.refine;
   std::vector<double> B, x_true;
   if (!o.rhs.empty()) {
     spade::DenseMatrix b;
-    const double seconds = progress.run("reading " + o.rhs, [&] { b = spade::read_dense_matrix_market(o.rhs); });
+    spade::DenseMatrixMarketOptions shape;
+    shape.rows = n;
+    const double seconds = progress.run("reading " + spade::printable(o.rhs, 200), [&] {
+      try {
+        b = spade::read_dense_matrix_market(o.rhs, shape);
+      } catch (const spade::InvalidInput& e) {
+        throw spade::InvalidInput("--rhs " + std::string(e.what()) + " (A is " + std::to_string(n) + " x " +
+                                  std::to_string(n) + ")");
+      }
+    });
     report.phases.push_back({"read_rhs", seconds, 0});
-    if (b.rows != n)
-      throw spade::InvalidInput("--rhs " + o.rhs + " has " + std::to_string(b.rows) + " rows, but A is " +
-                                std::to_string(n) + " x " + std::to_string(n));
-    if (b.cols == 0) throw spade::InvalidInput("--rhs " + o.rhs + " has no columns");
+    const std::string name = spade::printable(o.rhs, 200);
+    if (b.cols == 0) throw spade::InvalidInput("--rhs " + name + " has no columns");
     if (o.nrhs != 0 && o.nrhs != b.cols)
-      throw spade::InvalidInput("--nrhs " + std::to_string(o.nrhs) + " disagrees with --rhs " + o.rhs + ", which has " +
-                                std::to_string(b.cols) + " columns");
+      throw spade::InvalidInput("--nrhs " + std::to_string(o.nrhs) + " disagrees with --rhs " + name +
+                                ", which has " + std::to_string(b.cols) + " columns");
+    if (b.cols > std::numeric_limits<index_t>::max())
+      throw spade::ResourceError("--rhs " + name + " has " + std::to_string(b.cols) + " columns, more than " +
+                                 std::to_string(std::numeric_limits<index_t>::max()));
     s.nrhs = static_cast<index_t>(b.cols);
     s.rhs_source = o.rhs;
     B = std::move(b.values);
@@ -237,17 +292,16 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
     B.resize(x_true.size());
     for (index_t r = 0; r < s.nrhs; ++r)
       A.multiply(x_true.data() + static_cast<std::size_t>(r) * n, B.data() + static_cast<std::size_t>(r) * n);
+    // Each entry of A is finite, but |A| |x_true| can still overflow: that is A's fault, not a right-hand
+    // side's (the user gave none).
+    for (std::size_t k = 0; k < B.size(); ++k)
+      if (!std::isfinite(B[k]))
+        throw spade::InvalidInput(source + ": the generated right-hand side b = A x_true overflows in row " +
+                                  std::to_string(k % n + 1) + " (1-based): A's entries are too large; scale "
+                                  "A, or give --rhs");
   }
 
-  spade::SolverOptions options;
-  options.analyze.ordering = o.ordering_method;
-  options.threads = o.threads;
-  options.placement = o.placement;
-  options.refine.max_steps = o.refine;
-  spade::Solver solver(options);
-  progress.run(analysis_label(o), [&] { solver.analyze(A); });
-  record_analysis(solver.symbolic(), o, report);
-  progress.run("numeric factorization", [&] { solver.factorize(A); });
+  progress.run("numeric factorization", [&] { about_source(source, [&] { solver.factorize(A); }); });
   const spade::Report& r = solver.report();
   auto phase = [&](const char* name) {
     for (const spade::PhaseTime& p : r.phases)
@@ -290,7 +344,7 @@ int run_solve(const Options& o, Progress& progress) {
   const spade::SparseMatrix A = read_input(o, progress, report);
   factor_and_solve(A, o, progress, report);
   if (!o.json.empty()) write_json(o.json, report);
-  spade::cli::print_report(stdout, report);
+  print_report(report);
   return 0;
 }
 
@@ -307,7 +361,7 @@ int run_demo(const Options& o, Progress& progress) {
                         " grid, Dirichlet boundary";
   factor_and_solve(A, o, progress, report);
   if (!o.json.empty()) write_json(o.json, report);
-  spade::cli::print_report(stdout, report);
+  print_report(report);
   return 0;
 }
 
@@ -322,11 +376,11 @@ int run_info(const Options& o, Progress& progress) {
     spade::AnalyzeOptions options;
     options.ordering = o.ordering_method;
     std::shared_ptr<const spade::SymbolicFactor> S;
-    progress.run(analysis_label(o), [&] { S = spade::analyze(A, options); });
+    progress.run(analysis_label(o), [&] { about_source(report.input.source, [&] { S = spade::analyze(A, options); }); });
     record_analysis(*S, o, report);
   }
   if (!o.json.empty()) write_json(o.json, report);
-  spade::cli::print_report(stdout, report);
+  print_report(report);
   return 0;
 }
 
@@ -385,11 +439,21 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   add_solve_options(demo, o);
 
+  // Every message passes through printable(): one line whatever the input, at most a few hundred bytes
+  // of it (the messages quote input themselves; CLI11's quote a command-line value whole).
+  const auto print_error = [](const std::string& message) {
+    std::fprintf(stderr, "spade: error: %s\n", spade::printable(message, 600).c_str());
+  };
+  if (argc > 1 && argv[1][0] != '-' && std::string(argv[1]) != "solve" && std::string(argv[1]) != "info" &&
+      std::string(argv[1]) != "demo") {
+    print_error("unknown command " + spade::quote(argv[1]) + "; expected solve, info or demo (see spade --help)");
+    return exit_invalid_input;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::fprintf(stderr, "spade: error: %s (see spade --help)\n", e.what());
+    print_error(std::string(e.what()) + " (see spade --help)");
     return exit_invalid_input;
   }
 
@@ -397,7 +461,7 @@ int main(int argc, char** argv) {
   progress.set_quiet(o.quiet);
   const auto error = [&](const std::exception& e, int status) {
     progress.fail();
-    std::fprintf(stderr, "spade: error: %s\n", e.what());
+    print_error(e.what());
     return status;
   };
   try {
