@@ -59,8 +59,12 @@ NumericFactor::NumericFactor(std::shared_ptr<const SymbolicFactor> symbolic, con
     throw ResourceError("factorize: out of memory for the factor (" +
                         std::to_string(symbolic_->panel_offset.back()) + " entries)");
   }
-  build_update_lists();
-  plan_subtrees();
+  try {
+    build_update_lists();
+    plan_subtrees();
+  } catch (const std::bad_alloc&) {
+    throw ResourceError("factorize: out of memory for the update lists");
+  }
   refactorize(A);
 }
 
@@ -138,9 +142,18 @@ void NumericFactor::plan_subtrees() {
 }
 
 void NumericFactor::refactorize(const SparseMatrix& A) {
-  const SymbolicFactor& S = *symbolic_;
   valid_ = false;
   ++generation_;
+  try {
+    factor_all(A);
+  } catch (const std::bad_alloc&) {
+    throw ResourceError("factorize: out of memory for the workspace");
+  }
+  valid_ = true;
+}
+
+void NumericFactor::factor_all(const SparseMatrix& A) {
+  const SymbolicFactor& S = *symbolic_;
   check_input(S, A);
   // Subtree of supernode s: the contiguous range first_descendant[s] .. s (the numbering is a postorder).
   std::vector<index_t> first_descendant(S.num_supernodes);
@@ -160,47 +173,49 @@ void NumericFactor::refactorize(const SparseMatrix& A) {
       error = std::current_exception();
     }
   };
-  try {
-    if (!subtree_roots_.empty()) {
-      BlasThreads blas(1);
-      const index_t count = static_cast<index_t>(subtree_roots_.size());
+  if (!subtree_roots_.empty()) {
+    BlasThreads blas(1);
+    const index_t count = static_cast<index_t>(subtree_roots_.size());
 #pragma omp parallel num_threads(threads_)
-      {
-        std::vector<index_t> relpos(S.n);
-        std::vector<double> work(work_size_);
+    {
+      // Allocated inside the try below: no exception may leave an OpenMP region.
+      std::vector<index_t> relpos;
+      std::vector<double> work;
+      bool workspace = false;
 #pragma omp for schedule(dynamic, 1)
-        for (index_t t = 0; t < count; ++t) {
-          const index_t root = subtree_roots_[t];
-          index_t s = first_descendant[root];
-          try {
-            for (; s <= root; ++s) factor_supernode(s, A, relpos, work);
-            if (progress_) progress_(*this, first_descendant[root], root);
-          } catch (...) {
-            record(s);
+      for (index_t t = 0; t < count; ++t) {
+        const index_t root = subtree_roots_[t];
+        index_t s = first_descendant[root];
+        try {
+          if (!workspace) {
+            relpos.resize(S.n);
+            work.resize(work_size_);
+            workspace = true;
           }
+          for (; s <= root; ++s) factor_supernode(s, A, relpos, work);
+          if (progress_) progress_(*this, first_descendant[root], root);
+        } catch (...) {
+          record(s);
         }
       }
     }
-    if (!error) {
-      // Threaded BLAS at the top, with no more threads than the supernode's work keeps busy (OpenBLAS
-      // splits even small products across every thread it is given, which costs more than it saves).
-      BlasThreads blas(threads_);
-      int current = threads_;
-      std::vector<index_t> relpos(S.n);
-      std::vector<double> work(work_size_);
-      for (index_t s : top_) {
-        const double k = S.supernode_cols(s), m = S.supernode_rows(s);
-        const int wanted = static_cast<int>(std::clamp(k * m * m / kFlopsPerBlasThread, 1.0, double(threads_)));
-        if (wanted != current) openblas_set_num_threads(current = wanted);
-        factor_supernode(s, A, relpos, work);
-        if (progress_) progress_(*this, s, s);
-      }
+  }
+  if (!error) {
+    // Threaded BLAS at the top, with no more threads than the supernode's work keeps busy (OpenBLAS
+    // splits even small products across every thread it is given, which costs more than it saves).
+    BlasThreads blas(threads_);
+    int current = threads_;
+    std::vector<index_t> relpos(S.n);
+    std::vector<double> work(work_size_);
+    for (index_t s : top_) {
+      const double k = S.supernode_cols(s), m = S.supernode_rows(s);
+      const int wanted = static_cast<int>(std::clamp(k * m * m / kFlopsPerBlasThread, 1.0, double(threads_)));
+      if (wanted != current) openblas_set_num_threads(current = wanted);
+      factor_supernode(s, A, relpos, work);
+      if (progress_) progress_(*this, s, s);
     }
-  } catch (const std::bad_alloc&) {
-    throw ResourceError("factorize: out of memory for the workspace");
   }
   if (error) std::rethrow_exception(error);
-  valid_ = true;
 }
 
 void NumericFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vector<index_t>& relpos,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../core/blas.hpp"
+#include "../core/out_of_memory.hpp"
 #include "spade/error.hpp"
 #include "spade/solve.hpp"
 
@@ -32,9 +33,7 @@ std::size_t max_below(const SymbolicFactor& S) {
   return most;
 }
 
-}  // namespace
-
-void forward_solve(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy) {
+void forward_sweep(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy) {
   check_shape(F, nrhs, ldy, "forward_solve");
   const SymbolicFactor& S = F.symbolic();
   std::vector<double> t(max_below(S) * static_cast<std::size_t>(nrhs));
@@ -72,7 +71,7 @@ void forward_solve(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy)
   }
 }
 
-void backward_solve(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy) {
+void backward_sweep(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy) {
   check_shape(F, nrhs, ldy, "backward_solve");
   const SymbolicFactor& S = F.symbolic();
   std::vector<double> t(max_below(S) * static_cast<std::size_t>(nrhs));
@@ -113,7 +112,7 @@ void backward_solve(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy
   }
 }
 
-void solve_in_place(const NumericFactor& F, double* X, index_t nrhs, index_t ldx) {
+void solve_permuted(const NumericFactor& F, double* X, index_t nrhs, index_t ldx) {
   check_shape(F, nrhs, ldx, "solve");
   const SymbolicFactor& S = F.symbolic();
   const index_t n = S.n;
@@ -125,10 +124,24 @@ void solve_in_place(const NumericFactor& F, double* X, index_t nrhs, index_t ldx
   std::vector<double> W(static_cast<std::size_t>(n) * nrhs);
   for (index_t r = 0; r < nrhs; ++r)
     for (index_t k = 0; k < n; ++k) W[k + static_cast<offset_t>(r) * n] = X[S.perm[k] + static_cast<offset_t>(r) * ldx];
-  forward_solve(F, W.data(), nrhs, std::max<index_t>(n, 1));
-  backward_solve(F, W.data(), nrhs, std::max<index_t>(n, 1));
+  forward_sweep(F, W.data(), nrhs, std::max<index_t>(n, 1));
+  backward_sweep(F, W.data(), nrhs, std::max<index_t>(n, 1));
   for (index_t r = 0; r < nrhs; ++r)
     for (index_t k = 0; k < n; ++k) X[S.perm[k] + static_cast<offset_t>(r) * ldx] = W[k + static_cast<offset_t>(r) * n];
+}
+
+}  // namespace
+
+void forward_solve(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy) {
+  out_of_memory_is_resource_error("forward_solve", [&] { forward_sweep(F, Y, nrhs, ldy); });
+}
+
+void backward_solve(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy) {
+  out_of_memory_is_resource_error("backward_solve", [&] { backward_sweep(F, Y, nrhs, ldy); });
+}
+
+void solve_in_place(const NumericFactor& F, double* X, index_t nrhs, index_t ldx) {
+  out_of_memory_is_resource_error("solve", [&] { solve_permuted(F, X, nrhs, ldx); });
 }
 
 }  // namespace spade

@@ -8,6 +8,7 @@
 
 #include "spade/error.hpp"
 #include "refine_loop.hpp"
+#include "../core/out_of_memory.hpp"
 #include "spade/solve.hpp"
 
 namespace spade {
@@ -55,12 +56,16 @@ RefinementStep evaluate(const SparseMatrix& A, const double* B, index_t ldb, con
 }  // namespace
 
 RefinementStep backward_error(const SparseMatrix& A, const double* b, const double* x) {
-  std::vector<double> r(A.rows());
-  return residual_and_error(A, b, x, r.data());
+  return out_of_memory_is_resource_error("backward_error", [&] {
+    std::vector<double> r(A.rows());
+    return residual_and_error(A, b, x, r.data());
+  });
 }
 
-RefinementResult solve_refined(const SparseMatrix& A, const SolveFunction& solve, const double* B, index_t ldb,
-                               double* X, index_t ldx, index_t nrhs, const RefineOptions& options) {
+namespace {
+
+RefinementResult refine_with(const SparseMatrix& A, const SolveFunction& solve, const double* B, index_t ldb,
+                             double* X, index_t ldx, index_t nrhs, const RefineOptions& options) {
   const index_t n = A.rows();
   if (!A.is_square()) throw InvalidInput("solve_refined: A must be square");
   if (nrhs < 0 || ldb < std::max<index_t>(1, n) || ldx < std::max<index_t>(1, n))
@@ -104,6 +109,14 @@ RefinementResult solve_refined(const SparseMatrix& A, const SolveFunction& solve
     }
   } ops{A, solve, B, ldb, X, ldx, nrhs, n, D, previous};
   return refine_loop(ops, options);
+}
+
+}  // namespace
+
+RefinementResult solve_refined(const SparseMatrix& A, const SolveFunction& solve, const double* B, index_t ldb,
+                               double* X, index_t ldx, index_t nrhs, const RefineOptions& options) {
+  return out_of_memory_is_resource_error(
+      "solve_refined", [&] { return refine_with(A, solve, B, ldb, X, ldx, nrhs, options); });
 }
 
 RefinementResult solve_refined(const SparseMatrix& A, const NumericFactor& F, const double* B, index_t ldb, double* X,

@@ -77,6 +77,7 @@ class NumericFactor {
     index_t source;
     index_t first_row;
   };
+  void factor_all(const SparseMatrix& A);  // refactorize() without the bookkeeping of valid_
   void build_update_lists();
   void plan_subtrees();
   void factor_supernode(index_t s, const SparseMatrix& A, std::vector<index_t>& relpos, std::vector<double>& work);

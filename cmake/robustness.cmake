@@ -1,0 +1,16 @@
+# Hostile input and faults (issue 32): the allocation-failure torture of the factorization and the host
+# solves (host only, so it also runs in the sanitizer build), the bad-input test of the CLI, and the
+# libFuzzer targets of the readers (SPADE_FUZZ, clang; run by scripts/sanitize.sh).
+add_executable(test_faults tests/test_faults.cpp)
+target_link_libraries(test_faults PRIVATE spade_host GTest::gtest_main)
+target_compile_options(test_faults PRIVATE ${SPADE_WARNINGS})
+gtest_discover_tests(test_faults)
+
+if(SPADE_FUZZ)
+  foreach(target fuzz_matrix_market fuzz_dense_matrix_market)
+    add_executable(${target} tests/fuzz/${target}.cpp)
+    target_link_libraries(${target} PRIVATE spade_host)
+    target_compile_options(${target} PRIVATE ${SPADE_WARNINGS} -fsanitize=fuzzer)
+    target_link_options(${target} PRIVATE -fsanitize=fuzzer)
+  endforeach()
+endif()
