@@ -3,7 +3,8 @@
 # everything is already there. nvcc (CUDA 13) is expected in /usr/local/cuda, as on every machine here.
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config zlib1g-dev libopenblas-dev libmetis-dev
-          libsuitesparse-dev libgtest-dev libeigen3-dev libcli11-dev nlohmann-json3-dev)
+          libsuitesparse-dev libgtest-dev libeigen3-dev libcli11-dev nlohmann-json3-dev
+          clang libclang-rt-14-dev libomp-14-dev)  # the sanitizer and fuzzing build (scripts/sanitize.sh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
