@@ -16,6 +16,7 @@
 #include <string>
 
 #include "../core/blas.hpp"
+#include "../core/messages.hpp"
 #include "spade/error.hpp"
 
 namespace spade {
@@ -34,14 +35,19 @@ void check_input(const SymbolicFactor& S, const SparseMatrix& A) {
   for (index_t j = 0; j < A.cols(); ++j)
     for (offset_t p = A.col_ptr()[j]; p < A.col_ptr()[j + 1]; ++p)
       if (!std::isfinite(A.values()[p]))
-        throw InvalidInput("factorize: A(" + std::to_string(A.row_ind()[p]) + ", " + std::to_string(j) + ") is " +
+        throw InvalidInput("factorize: " + entry_name("A", A.row_ind()[p], j) + " is " +
                            std::to_string(A.values()[p]) + "; the matrix must be finite");
+  // An empty column (no stored entry, so no diagonal either) makes A singular whatever the values.
+  for (index_t j = 0; j < A.cols(); ++j)
+    if (A.col_ptr()[j] == A.col_ptr()[j + 1])
+      throw NumericalError(NumericalError::Kind::singular, j,
+                           "factorize: the matrix is singular: " + column_name(j) + " is empty");
   const SparseMatrix t = A.transpose();  // same pattern, since the analyzed pattern is symmetric
   for (index_t j = 0; j < A.cols(); ++j)
     for (offset_t p = A.col_ptr()[j]; p < A.col_ptr()[j + 1]; ++p)
       if (t.values()[p] != A.values()[p])
-        throw InvalidInput("factorize: Cholesky needs a symmetric matrix, but A(" + std::to_string(A.row_ind()[p]) +
-                           ", " + std::to_string(j) + ") differs from its mirror entry");
+        throw InvalidInput("factorize: Cholesky needs a symmetric matrix, but " + entry_name("A", A.row_ind()[p], j) +
+                           " differs from its mirror entry");
 }
 
 }  // namespace
@@ -270,8 +276,8 @@ void NumericFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vect
 
   auto not_positive_definite = [&](index_t j) {
     return NumericalError(NumericalError::Kind::not_positive_definite, S.perm[j],
-                          "factorize: the matrix is not positive definite: the pivot of column " +
-                              std::to_string(S.perm[j]) + " (0-based, original numbering) is not positive");
+                          "factorize: the matrix is not positive definite: the pivot of " +
+                              column_name(S.perm[j]) + " is not positive");
   };
   if (k <= kNarrow) {
     // Narrow supernode: column-by-column Cholesky of the whole panel (potrf and trsm in one pass).
@@ -307,8 +313,8 @@ void NumericFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vect
     if (pivot * pivot <= eps * a_jj) {
       const index_t j = S.perm[f + c];
       throw NumericalError(NumericalError::Kind::singular, j,
-                           "factorize: the matrix is numerically singular: the pivot of column " + std::to_string(j) +
-                               " (0-based, original numbering) lost all significant digits");
+                           "factorize: the matrix is numerically singular: the pivot of " + column_name(j) +
+                               " lost all significant digits");
     }
   }
 }

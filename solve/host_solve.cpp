@@ -8,6 +8,7 @@
 
 #include "../core/blas.hpp"
 #include "../core/out_of_memory.hpp"
+#include "../core/messages.hpp"
 #include "spade/error.hpp"
 #include "spade/solve.hpp"
 
@@ -119,8 +120,7 @@ void solve_permuted(const NumericFactor& F, double* X, index_t nrhs, index_t ldx
   for (index_t r = 0; r < nrhs; ++r)
     for (index_t i = 0; i < n; ++i)
       if (!std::isfinite(X[i + static_cast<offset_t>(r) * ldx]))
-        throw InvalidInput("solve: right-hand side entry (" + std::to_string(i) + ", " + std::to_string(r) +
-                           ") is not finite");
+        throw InvalidInput("solve: right-hand side entry " + entry_name("B", i, r) + " is not finite");
   std::vector<double> W(static_cast<std::size_t>(n) * nrhs);
   for (index_t r = 0; r < nrhs; ++r)
     for (index_t k = 0; k < n; ++k) W[k + static_cast<offset_t>(r) * n] = X[S.perm[k] + static_cast<offset_t>(r) * ldx];

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "../core/messages.hpp"
 #include "spade/error.hpp"
 #include "refine_loop.hpp"
 #include "../core/out_of_memory.hpp"
@@ -73,8 +74,7 @@ RefinementResult refine_with(const SparseMatrix& A, const SolveFunction& solve, 
   for (index_t r = 0; r < nrhs; ++r)
     for (index_t i = 0; i < n; ++i)
       if (!std::isfinite(B[i + static_cast<offset_t>(r) * ldb]))
-        throw InvalidInput("solve: right-hand side entry (" + std::to_string(i) + ", " + std::to_string(r) +
-                           ") is not finite");
+        throw InvalidInput("solve: right-hand side entry " + entry_name("B", i, r) + " is not finite");
   // D holds the residual B - A X of the latest evaluation, then the correction solved from it.
   std::vector<double> D(static_cast<std::size_t>(n) * nrhs), previous(D.size());
   struct HostOps {

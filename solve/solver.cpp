@@ -19,6 +19,7 @@
 #include "../kernels/cuda_check.hpp"
 #include "gpu_solve.hpp"
 #include "refine_loop.hpp"
+#include "../core/messages.hpp"
 #include "spade/error.hpp"
 
 namespace spade {
@@ -125,8 +126,7 @@ void check_finite(const double* X, index_t n, index_t nrhs, index_t ldx) {
   for (index_t r = 0; r < nrhs; ++r)
     for (index_t i = 0; i < n; ++i)
       if (!std::isfinite(X[i + static_cast<offset_t>(r) * ldx]))
-        throw InvalidInput("solve: right-hand side entry (" + std::to_string(i) + ", " + std::to_string(r) +
-                           ") is not finite");
+        throw InvalidInput("solve: right-hand side entry " + entry_name("B", i, r) + " is not finite");
 }
 
 /// Right-hand sides per chunk when `blocks` device blocks of n x chunk doubles must fit in a quarter of the
