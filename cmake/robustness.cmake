@@ -14,3 +14,13 @@ if(SPADE_FUZZ)
     target_link_options(${target} PRIVATE -fsanitize=fuzzer)
   endforeach()
 endif()
+
+# Runs the built program on hostile files it generates (SPADE_BINARY is its path).
+if(SPADE_ENABLE_CUDA)
+  add_executable(test_bad_input tests/test_bad_input.cpp)
+  target_link_libraries(test_bad_input PRIVATE GTest::gtest_main ZLIB::ZLIB)
+  target_compile_definitions(test_bad_input PRIVATE SPADE_BINARY="$<TARGET_FILE:spade>")
+  target_compile_options(test_bad_input PRIVATE ${SPADE_WARNINGS})
+  add_dependencies(test_bad_input spade)
+  gtest_discover_tests(test_bad_input)
+endif()

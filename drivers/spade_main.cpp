@@ -439,11 +439,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   add_solve_options(demo, o);
 
-  // Every message passes through printable(): one line whatever the input, at most a few hundred bytes
-  // of it (the messages quote input themselves; CLI11's quote a command-line value whole).
+  // spade's own messages quote input through spade::quote already; any other (CLI11's quote a
+  // command-line value whole, a standard exception) passes through printable(): one line, a few hundred
+  // bytes at most.
   const auto print_error = [](const std::string& message) {
-    std::fprintf(stderr, "spade: error: %s\n", spade::printable(message, 600).c_str());
+    std::fprintf(stderr, "spade: error: %s\n", message.c_str());
   };
+  const auto print_foreign_error = [&](const std::string& message) { print_error(spade::printable(message, 600)); };
   if (argc > 1 && argv[1][0] != '-' && std::string(argv[1]) != "solve" && std::string(argv[1]) != "info" &&
       std::string(argv[1]) != "demo") {
     print_error("unknown command " + spade::quote(argv[1]) + "; expected solve, info or demo (see spade --help)");
@@ -453,7 +455,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    print_error(std::string(e.what()) + " (see spade --help)");
+    print_foreign_error(std::string(e.what()) + " (see spade --help)");
     return exit_invalid_input;
   }
 
@@ -461,7 +463,10 @@ int main(int argc, char** argv) {
   progress.set_quiet(o.quiet);
   const auto error = [&](const std::exception& e, int status) {
     progress.fail();
-    print_error(e.what());
+    if (dynamic_cast<const spade::Error*>(&e) != nullptr)
+      print_error(e.what());
+    else
+      print_foreign_error(e.what());
     return status;
   };
   try {
