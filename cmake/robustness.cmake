@@ -24,3 +24,12 @@ if(SPADE_ENABLE_CUDA)
   add_dependencies(test_bad_input spade)
   gtest_discover_tests(test_bad_input)
 endif()
+
+# GPU memory faults: the host fallback or a clear error (skipped without a GPU).
+if(SPADE_ENABLE_CUDA)
+  add_executable(test_gpu_faults tests/test_gpu_faults.cpp)
+  target_include_directories(test_gpu_faults PRIVATE ${CMAKE_SOURCE_DIR})
+  target_link_libraries(test_gpu_faults PRIVATE spade_solver CUDA::cudart GTest::gtest_main)
+  target_compile_options(test_gpu_faults PRIVATE ${SPADE_WARNINGS})
+  gtest_discover_tests(test_gpu_faults)
+endif()

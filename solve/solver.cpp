@@ -255,11 +255,17 @@ struct Solver::Impl {
                                static_cast<std::size_t>(A->rows() + 1) * sizeof(int);
     std::size_t free_bytes = 0, total_bytes = 0;
     gpu_memory(free_bytes, total_bytes);
+    const std::size_t limit = options.device_memory_limit;
     const std::size_t wanted = need.total() + refine + (std::size_t(64) << 20);
-    if (wanted > free_bytes) {
-      char line[200];
-      std::snprintf(line, sizeof line, "the GPU solve needs %.2f GiB of device memory, %.2f GiB are free",
-                    wanted / 1073741824.0, free_bytes / 1073741824.0);
+    if (wanted > free_bytes || (limit > 0 && wanted > limit)) {
+      char line[240];
+      if (limit > 0 && limit < free_bytes)
+        std::snprintf(line, sizeof line,
+                      "the GPU solve needs %.2f GiB of device memory, the device memory limit is %.2f GiB",
+                      wanted / 1073741824.0, limit / 1073741824.0);
+      else
+        std::snprintf(line, sizeof line, "the GPU solve needs %.2f GiB of device memory, %.2f GiB are free",
+                      wanted / 1073741824.0, free_bytes / 1073741824.0);
       return line;
     }
     plan = std::make_unique<GpuSolvePlan>(symbolic, std::move(schedule));
