@@ -6,6 +6,7 @@ add_library(spade_host
   factor/cholesky.cpp
   solve/host_solve.cpp
   solve/refine.cpp
+  solve/condition.cpp
   solve/supernodal_schedule.cpp
   core/matrix_market.cpp
   core/generators.cpp

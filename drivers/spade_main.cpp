@@ -330,12 +330,26 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
   s.berr = result.solution.berr;
   s.residual_norm = result.solution.residual_norm;
   if (!x_true.empty()) s.forward_error = forward_error(X, x_true, n, s.nrhs);
+  // A backward error of a few eps says nothing about the forward error of an ill-conditioned A: report
+  // kappa_1(A) and the bound it implies (a few more solves, each with one column).
+  progress.run("condition estimate", [&] {
+    s.condition = spade::condition_estimate(A, [&](double* x, index_t k, index_t ld) { solver.solve(x, k, ld); });
+  });
+  s.forward_error_bound = s.condition * std::max(s.berr, std::numeric_limits<double>::epsilon());
 
   if (!o.out.empty()) {
     spade::write_dense_matrix_market(o.out, spade::DenseMatrix{n, s.nrhs, std::move(X)});
     s.output = o.out;
   }
   report.solve = s;
+}
+
+/// The accuracy warning of the report (if any) once more on stderr, where a script's user sees it (also
+/// under --quiet, which silences progress only).
+void warn_about_accuracy(const spade::cli::Report& report) {
+  if (!report.solve) return;
+  if (const std::string warning = spade::cli::accuracy_warning(*report.solve); !warning.empty())
+    std::fprintf(stderr, "spade: warning: %s\n", warning.c_str());
 }
 
 int run_solve(const Options& o, Progress& progress) {
@@ -345,6 +359,7 @@ int run_solve(const Options& o, Progress& progress) {
   factor_and_solve(A, o, progress, report);
   if (!o.json.empty()) write_json(o.json, report);
   print_report(report);
+  warn_about_accuracy(report);
   return 0;
 }
 
@@ -362,6 +377,7 @@ int run_demo(const Options& o, Progress& progress) {
   factor_and_solve(A, o, progress, report);
   if (!o.json.empty()) write_json(o.json, report);
   print_report(report);
+  warn_about_accuracy(report);
   return 0;
 }
 

@@ -284,3 +284,48 @@ TEST(BadCommandLine, HundredKilobytePathIsCut) {
 }
 
 }  // namespace
+
+namespace {
+
+/// Runs a shell command; returns its exit status and its stdout and stderr together.
+int run(const std::string& command, std::string& output) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buffer[4096];
+  for (std::size_t got; (got = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, got);
+  const int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(IllConditioned, Hilbert12ConvergesButWarnsWithTheConditionAndTheBound) {
+  // berr reaches eps, yet kappa_1 is about 4e16 and x has no correct digit: the report must say so.
+  const int n = 12;
+  std::string text = symmetric + "12 12 78\n";
+  char entry[64];
+  for (int j = 1; j <= n; ++j)
+    for (int i = j; i <= n; ++i) {
+      std::snprintf(entry, sizeof entry, "%d %d %.17g\n", i, j, 1.0 / (i + j - 1));
+      text += entry;
+    }
+  const fs::path file = fs::temp_directory_path() / "spade_test_hilbert12.mtx";
+  std::ofstream(file) << text;
+  std::string output;
+  EXPECT_EQ(run(std::string(SPADE_BINARY) + " solve -q " + file.string(), output), 0) << output;
+  fs::remove(file);
+  EXPECT_NE(output.find("stop           converged"), std::string::npos) << output;
+  EXPECT_NE(output.find("  condition      "), std::string::npos) << output;
+  EXPECT_NE(output.find("  warning        A is ill-conditioned"), std::string::npos) << output;
+  EXPECT_NE(output.find("spade: warning: A is ill-conditioned"), std::string::npos) << output;
+}
+
+TEST(IllConditioned, AWellConditionedMatrixHasNoWarning) {
+  const fs::path file = fs::temp_directory_path() / "spade_test_tridiagonal.mtx";
+  std::ofstream(file) << tridiagonal(50);
+  std::string output;
+  EXPECT_EQ(run(std::string(SPADE_BINARY) + " solve -q " + file.string(), output), 0) << output;
+  fs::remove(file);
+  EXPECT_NE(output.find("  condition      "), std::string::npos) << output;
+  EXPECT_EQ(output.find("warning"), std::string::npos) << output;
+}
+
+}  // namespace
