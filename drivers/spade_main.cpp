@@ -18,11 +18,12 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -425,10 +426,20 @@ void add_solve_options(CLI::App* command, Options& o) {
       ->capture_default_str();
 }
 
+/// CLI11's ExistingFile with the path quoted short in its message (spade::quote): a file that exists and
+/// is not a folder.
+std::string existing_file(std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) return "no such file " + spade::quote(path, 200);
+  if (std::filesystem::is_directory(status)) return spade::quote(path, 200) + " is a folder, not a file";
+  return "";
+}
+
 void add_file_options(CLI::App* command, Options& o) {
   command->add_option("matrix", o.matrix, "sparse SPD matrix, Matrix Market coordinate (.mtx or .mtx.gz)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(CLI::Validator(existing_file, "FILE"));
   command
       ->add_option("--pattern-values", o.pattern_values,
                    "values for a pattern file: reject, ones or laplacian (shifted graph Laplacian)")
@@ -444,7 +455,7 @@ int main(int argc, char** argv) {
   CLI::App* solve = app.add_subcommand("solve", "solve A X = B for a sparse symmetric positive definite A");
   add_file_options(solve, o);
   solve->add_option("--rhs", o.rhs, "right-hand sides, Matrix Market array or coordinate (default: b = A x_true)")
-      ->check(CLI::ExistingFile);
+      ->check(CLI::Validator(existing_file, "FILE"));
   add_solve_options(solve, o);
   CLI::App* info = app.add_subcommand("info", "describe a matrix file and predict the fill of its Cholesky factor");
   add_file_options(info, o);
