@@ -12,13 +12,17 @@ add_library(spade_host
   core/generators.cpp
   ordering/ordering.cpp
 )
-target_include_directories(spade_host PUBLIC ${CMAKE_SOURCE_DIR}/include
-  PRIVATE ${METIS_INCLUDE_DIR} ${SUITESPARSE_INCLUDE_DIR})
+target_include_directories(spade_host PUBLIC
+  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+  $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include>  # the generated version.h
+  $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 target_compile_options(spade_host PRIVATE ${SPADE_WARNINGS})
 target_link_libraries(spade_host
   PUBLIC OpenMP::OpenMP_CXX
-  PRIVATE ${METIS_LIBRARY} ${AMD_LIBRARY} ${SUITESPARSECONFIG_LIBRARY}
-          LAPACK::LAPACK BLAS::BLAS ZLIB::ZLIB)
+  PRIVATE spade::metis spade::amd LAPACK::LAPACK BLAS::BLAS ZLIB::ZLIB)
+set_target_properties(spade_host PROPERTIES EXPORT_NAME host)
+
+if(BUILD_TESTING)
 
 add_executable(test_io tests/test_io.cpp)
 target_link_libraries(test_io PRIVATE spade_host GTest::gtest_main ZLIB::ZLIB)
@@ -33,19 +37,28 @@ target_link_libraries(test_ordering PRIVATE spade_host GTest::gtest_main ${CHOLM
 target_compile_definitions(test_ordering PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
 target_compile_options(test_ordering PRIVATE ${SPADE_WARNINGS})
 gtest_discover_tests(test_ordering)
+endif()
 
+if(BUILD_TESTING OR SPADE_BUILD_BENCHMARKS)
 # CHOLMOD as the reference for tests and benchmarks (never linked into spade itself).
 add_library(spade_cholmod_reference tests/cholmod_reference.cpp)
 target_include_directories(spade_cholmod_reference PUBLIC ${CMAKE_SOURCE_DIR}/tests PRIVATE ${SUITESPARSE_INCLUDE_DIR})
 target_link_libraries(spade_cholmod_reference PUBLIC spade_host PRIVATE ${CHOLMOD_LIBRARY} ${SUITESPARSECONFIG_LIBRARY})
+endif()
 
+if(BUILD_TESTING)
 add_executable(test_cholesky tests/test_cholesky.cpp)
 target_link_libraries(test_cholesky PRIVATE spade_host spade_cholmod_reference Eigen3::Eigen LAPACK::LAPACK GTest::gtest_main)
 target_compile_definitions(test_cholesky PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
 target_compile_options(test_cholesky PRIVATE ${SPADE_WARNINGS})
 gtest_discover_tests(test_cholesky)
+endif()
+
+if(SPADE_BUILD_BENCHMARKS)
 
 add_executable(bench_cholesky drivers/bench_cholesky.cpp)
-target_link_libraries(bench_cholesky PRIVATE spade_host spade_cholmod_reference CLI11::CLI11 BLAS::BLAS)
+target_link_libraries(bench_cholesky PRIVATE spade_host spade_cholmod_reference CLI11::CLI11 nlohmann_json::nlohmann_json
+                      BLAS::BLAS)
 target_compile_definitions(bench_cholesky PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
 target_compile_options(bench_cholesky PRIVATE ${SPADE_WARNINGS})
+endif()

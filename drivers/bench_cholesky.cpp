@@ -1,7 +1,8 @@
 // Benchmark of the host pipeline against CHOLMOD, in the same process on the same matrices: analyze
 // (ordering + symbolic), numeric factorization and one solve (forward + backward, one right-hand side).
 // Median of repeated runs; OpenBLAS threads pinned to --threads for both solvers.
-// Prints a markdown table (docs/BENCHMARKS.md keeps the latest one, with the command that made it).
+// Prints a markdown table (docs/BENCHMARKS.md keeps the latest one, with the command that made it); --json
+// writes the same figures for scripts/plot_benchmarks.py (drivers/bench_json.hpp).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "../core/blas.hpp"
+#include "bench_json.hpp"
 #include "cholmod_reference.hpp"
 #include "spade/cholesky.hpp"
 #include "spade/generators.hpp"
@@ -39,6 +41,7 @@ double median(std::vector<double> v) {
 struct Problem {
   std::string name;
   std::function<spade::SparseMatrix()> make;
+  bool by_default = true;  ///< run without --only (the small ones are for quick checks of the driver)
 };
 
 std::string cpu_name() {
@@ -55,6 +58,7 @@ int main(int argc, char** argv) {
   int threads = 2, cholmod_threads = 0, factor_repeats = 3, solve_repeats = 10;
   std::string matrix_dir = SPADE_DEFAULT_MATRIX_DIR;
   std::vector<std::string> only;
+  std::string json_path;
   app.add_option("--threads", threads, "spade's threads (OpenMP over subtrees, OpenBLAS at the top)")
       ->check(CLI::PositiveNumber);
   app.add_option("--cholmod-threads", cholmod_threads, "CHOLMOD's OpenBLAS threads (default: --threads)")
@@ -62,7 +66,9 @@ int main(int argc, char** argv) {
   app.add_option("--factor-repeats", factor_repeats, "factorizations timed (median)")->check(CLI::PositiveNumber);
   app.add_option("--solve-repeats", solve_repeats, "solves timed (median)")->check(CLI::PositiveNumber);
   app.add_option("--matrices", matrix_dir, "folder of the real matrices (mdual_lap.mtx.gz)");
-  app.add_option("--only", only, "run only these problems (mdual_lap, lap2d_1024, lap3d_64)");
+  app.add_option("--only", only, "run only these problems (mdual_lap, lap2d_1024, lap3d_64; also the small "
+                               "lap2d_128 and lap3d_16, which run only when named)");
+  app.add_option("--json", json_path, "also write the figures as JSON to this file (drivers/bench_json.hpp)");
   CLI11_PARSE(app, argc, argv);
   if (cholmod_threads == 0) cholmod_threads = threads;
   if (const char* env = std::getenv("SPADE_MATRICES")) matrix_dir = env;
@@ -71,7 +77,10 @@ int main(int argc, char** argv) {
       {"mdual_lap", [&] { return spade::read_matrix_market(matrix_dir + "/mdual_lap.mtx.gz"); }},
       {"lap2d_1024", [] { return spade::laplacian_2d(1024, 1024); }},
       {"lap3d_64", [] { return spade::laplacian_3d(64, 64, 64); }},
+      {"lap2d_128", [] { return spade::laplacian_2d(128, 128); }, false},
+      {"lap3d_16", [] { return spade::laplacian_3d(16, 16, 16); }, false},
   };
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   std::printf("Host: %s, %u hardware threads. spade: %d threads (OpenMP over subtrees, then OpenBLAS at the "
               "top); CHOLMOD: %d OpenBLAS threads. Median of %d factorizations and %d solves (1 right-hand "
               "side).\n\n",
@@ -82,12 +91,13 @@ int main(int argc, char** argv) {
               "solve CHOLMOD/spade | berr spade |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Problem& p : problems) {
-    if (!only.empty() && std::find(only.begin(), only.end(), p.name) == only.end()) continue;
+    if (only.empty() ? !p.by_default : std::find(only.begin(), only.end(), p.name) == only.end()) continue;
     spade::SparseMatrix A;
     try {
       A = p.make();
     } catch (const std::exception& e) {
       std::printf("| %s | skipped: %s |\n", p.name.c_str(), e.what());
+      rows.push_back({{"matrix", p.name}, {"skipped", e.what()}});
       continue;
     }
     const spade::index_t n = A.rows();
@@ -125,6 +135,34 @@ int main(int argc, char** argv) {
                 spade::to_string(S->ordering).c_str(), analyze_spade, analyze_cholmod, f_spade, f_cholmod,
                 f_cholmod / f_spade, 1e3 * s_spade, 1e3 * s_cholmod, s_cholmod / s_spade, berr);
     std::fflush(stdout);
+    const std::vector<spade::bench::Comparison> comparisons = {
+        {"analysis", analyze_spade, {{"CHOLMOD", analyze_cholmod}}},
+        {"factorization", f_spade, {{"CHOLMOD", f_cholmod}}},
+        {"solve, 1 rhs", s_spade, {{"CHOLMOD", s_cholmod}}},
+    };
+    rows.push_back({{"matrix", p.name},
+                    {"n", n},
+                    {"nnz_a", A.nnz()},
+                    {"nnz_l", S->nnz_l},
+                    {"nnz_l_cholmod", cholmod.nnz_l()},
+                    {"ordering", spade::to_string(S->ordering)},
+                    {"comparisons", spade::bench::to_json(comparisons)},
+                    {"berr", berr}});
+  }
+  if (!json_path.empty()) {
+    nlohmann::ordered_json document = {
+        {"benchmark", "bench_cholesky"},
+        {"machine", {{"cpu", cpu_name()}, {"hardware_threads", std::thread::hardware_concurrency()}}},
+        {"settings",
+         {{"threads", threads}, {"cholmod_threads", cholmod_threads}, {"factor_repeats", factor_repeats},
+          {"solve_repeats", solve_repeats}}},
+        {"rows", rows}};
+    try {
+      spade::bench::write_json_file(json_path, document);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_cholesky: %s\n", e.what());
+      return 1;
+    }
   }
   return 0;
 }

@@ -9,7 +9,8 @@
 // The bandwidth floor is the bytes of the triangle, n (n + 1) / 2 elements, over the copy bandwidth
 // measured here (a 1 GiB device-to-device cudaMemcpy, counting bytes read plus bytes written).
 //
-// usage: bench_dense_trsv [max_n [min_n]]   (sizes min_n, 2 min_n, ..., max_n; default 32 .. 32768)
+// usage: bench_dense_trsv [max_n [min_n]] [--json FILE]   (sizes min_n, 2 min_n, ..., max_n; default
+// 32 .. 32768); --json writes the figures for scripts/plot_benchmarks.py (drivers/bench_json.hpp).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "drivers/bench_json.hpp"
 #include "kernels/cuda_check.hpp"
 #include "spade/dense_trsv.hpp"
 
@@ -111,11 +113,44 @@ std::string fmt(double v, int digits = 1) {
   return buf;
 }
 
+/// The figures as JSON (drivers/bench_json.hpp): one row per n, spade's faster variant (with or without
+/// inverted diagonal blocks) against cuBLAS, the floor of one right-hand side.
+nlohmann::ordered_json rows_json(const std::vector<Row>& rows) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const Row& r : rows) {
+    const double best_n = std::min(r.ours_n, r.ours_inv_n), best_t = std::min(r.ours_t, r.ours_inv_t);
+    const std::vector<spade::bench::Comparison> comparisons = {
+        {"1 rhs, L", best_n * 1e-6, {{"cuBLAS dtrsv", r.cublas_n * 1e-6}}},
+        {"1 rhs, L^T", best_t * 1e-6, {{"cuBLAS dtrsv", r.cublas_t * 1e-6}}},
+        {"16 rhs, L", r.ours_16 * 1e-6, {{"cuBLAS dtrsm", r.cublas_16 * 1e-6}}},
+        {"16 rhs, L^T", r.ours_16t * 1e-6, {{"cuBLAS dtrsm", r.cublas_16t * 1e-6}}},
+    };
+    list.push_back({{"matrix", "n = " + std::to_string(r.n)},
+                    {"n", r.n},
+                    {"comparisons", spade::bench::to_json(comparisons)},
+                    {"floor_seconds", r.floor_us * 1e-6},
+                    {"ours_n_seconds", r.ours_n * 1e-6},
+                    {"ours_inv_n_seconds", r.ours_inv_n * 1e-6},
+                    {"ours_t_seconds", r.ours_t * 1e-6},
+                    {"ours_inv_t_seconds", r.ours_inv_t * 1e-6},
+                    {"inversion_seconds", r.invert * 1e-6}});
+  }
+  return list;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int max_n = argc > 1 ? std::atoi(argv[1]) : 32768;
-  const int min_n = argc > 2 ? std::atoi(argv[2]) : 32;
+  std::vector<const char*> sizes;
+  std::string json_path;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--json" && i + 1 < argc)
+      json_path = argv[++i];
+    else
+      sizes.push_back(argv[i]);
+  }
+  const int max_n = sizes.size() > 0 ? std::atoi(sizes[0]) : 32768;
+  const int min_n = sizes.size() > 1 ? std::atoi(sizes[1]) : 32;
   cudaStream_t stream;
   SPADE_CUDA_CHECK(cudaStreamCreate(&stream));
   cublasHandle_t handle;
@@ -249,5 +284,17 @@ int main(int argc, char** argv) {
                 fmt(r.cublas_16t / r.ours_16t, 2).c_str());
   CUBLAS_CHECK(cublasDestroy(handle));
   SPADE_CUDA_CHECK(cudaStreamDestroy(stream));
+  if (!json_path.empty()) {
+    try {
+      spade::bench::write_json_file(
+          json_path, {{"benchmark", "bench_dense_trsv"},
+                      {"floor", "the triangle, n (n + 1) / 2 doubles, read once at the copy bandwidth"},
+                      {"machine", {{"device", prop.name}, {"copy_bandwidth_bytes_per_second", bw * 1e9}}},
+                      {"rows", rows_json(rows)}});
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_dense_trsv: %s\n", e.what());
+      return 1;
+    }
+  }
   return 0;
 }

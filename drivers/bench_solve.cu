@@ -11,7 +11,8 @@
 //     copy bandwidth measured here (a device-to-device copy, bytes read plus written);
 //   - the plan's build time, the time the caller waits after the host factorization returns (first
 //     factorization and refactorization), and a refined solution with two correction steps.
-// Medians of repeated runs after warm-up. Prints one markdown table, the device and the command line.
+// Medians of repeated runs after warm-up. Prints one markdown table, the device and the command line;
+// --json writes the same figures for scripts/plot_benchmarks.py (drivers/bench_json.hpp).
 #include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 #include <cusparse.h>
@@ -28,6 +29,7 @@
 #include "../core/blas.hpp"
 #include "../kernels/cuda_check.hpp"
 #include "bench_cuda.hpp"
+#include "bench_json.hpp"
 #include "../solve/gpu_solve.hpp"
 #include "../solve/supernodal_schedule.hpp"
 #include "spade/error.hpp"
@@ -481,6 +483,41 @@ Row run_matrix(const std::string& name, double bandwidth, int threads, int reps,
   return row;
 }
 
+/// A row of the table as JSON (drivers/bench_json.hpp): the speedup comparisons, the floor of one solve, and
+/// the table's other figures in seconds.
+nlohmann::ordered_json row_json(const Row& r) {
+  spade::bench::Comparison one{"solve, 1 rhs", r.gpu1, {}};
+  if (!std::isnan(r.cusparse.spsv)) one.baselines.push_back({"cuSPARSE SpSV", r.cusparse.spsv});
+  one.baselines.push_back({"host solve", r.host1});
+  spade::bench::Comparison sixteen{"solve, 16 rhs", r.gpu16, {}};
+  if (!std::isnan(r.cusparse.spsm)) sixteen.baselines.push_back({"cuSPARSE SpSM", r.cusparse.spsm});
+  auto sweep = [](const SweepTrace& t) {
+    return nlohmann::ordered_json{{"span_us", t.span}, {"chain_supernodes", t.chain}, {"chain_handoffs_us", t.handoffs},
+                                  {"chain_work_us", t.work}, {"median_handoff_us", t.median_handoff}};
+  };
+  return {{"matrix", r.name},
+          {"n", r.n},
+          {"nnz_l", r.nnz_l},
+          {"supernodes", r.supernodes},
+          {"groups", r.groups},
+          {"tiles", r.tiles},
+          {"tree_height", r.height},
+          {"comparisons", spade::bench::to_json({one, sixteen})},
+          {"floor_seconds", r.floor},
+          {"forward_seconds", r.gpu1_fwd},
+          {"backward_seconds", r.gpu1_bwd},
+          {"refined_seconds", r.refined},
+          {"refined_steps", r.refined_steps},
+          {"host_arrays_call_seconds", r.call_host},
+          {"host_arrays_refined_seconds", r.refined_host},
+          {"factor_seconds", r.factor},
+          {"plan_seconds", r.plan},
+          {"visible_seconds", r.visible},
+          {"refactor_visible_seconds", r.revisible},
+          {"error_against_host", r.error},
+          {"trace", {{"forward", sweep(r.trace.forward)}, {"backward", sweep(r.trace.backward)}}}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -495,6 +532,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "host threads (factorization and host solve)")->capture_default_str();
   app.add_option("--reps", reps, "timed GPU solves per matrix (median)")->capture_default_str();
   app.add_flag("--no-baselines", no_baselines, "skip cuSPARSE (its analysis of a large L takes seconds)");
+  std::string json_path;
+  app.add_option("--json", json_path, "also write the figures as JSON to this file (drivers/bench_json.hpp)");
   CLI11_PARSE(app, argc, argv);
   try {
     const double bandwidth = copy_bandwidth();
@@ -539,6 +578,16 @@ int main(int argc, char** argv) {
                     sweep == 0 ? "forward" : "backward", t.span, r.floor * 0.5e6, t.chain, t.handoffs, t.work,
                     t.median_handoff);
       }
+    if (!json_path.empty()) {
+      nlohmann::ordered_json rows_json = nlohmann::ordered_json::array();
+      for (const Row& r : rows) rows_json.push_back(row_json(r));
+      spade::bench::write_json_file(
+          json_path, {{"benchmark", "bench_solve"},
+                      {"floor", "L's values and row indices (12 bytes an entry) read in both sweeps at the copy bandwidth"},
+                      {"machine", {{"device", spade::gpu_description()}, {"copy_bandwidth_bytes_per_second", bandwidth}}},
+                      {"settings", {{"threads", threads}, {"reps", reps}, {"baselines", !no_baselines}}},
+                      {"rows", rows_json}});
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_solve: %s\n", e.what());
     return 1;

@@ -1,8 +1,9 @@
 // Benchmark of the sparse triangular solve (include/spade/sptrsv.hpp) against cuSPARSE SpSV / SpSM and the
 // bandwidth floor, printing markdown tables (docs/benchmarks/sptrsv.md).
 //
-// usage: bench_sptrsv [--algorithms NAME,NAME,...] [name-filter ...]
+// usage: bench_sptrsv [--algorithms NAME,NAME,...] [--json FILE] [name-filter ...]
 //   --algorithms  the algorithms to time (names of spade::to_string, "auto" included; default all of them)
+//   --json        also write the figures for scripts/plot_benchmarks.py (drivers/bench_json.hpp)
 //   name-filter   only matrices whose name contains one of the filters
 //
 // Each matrix gives L = strictly lower part of its pattern plus a stored unit diagonal, CSR, non-unit
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "drivers/bench_cuda.hpp"
+#include "drivers/bench_json.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/sync.cuh"
 #include "spade/error.hpp"
@@ -472,13 +474,59 @@ void print_tables(const std::vector<Row>& rows) {
   std::printf(".\n");
 }
 
+/// The figures as JSON (drivers/bench_json.hpp): spade's auto against cuSPARSE SpSV (1 rhs) and SpSM (8), or,
+/// where auto was not timed, the fastest correct algorithm, named in "spade_algorithm"; every algorithm's
+/// times follow. Times in seconds (the tables print milliseconds).
+nlohmann::ordered_json rows_json(const std::vector<Row>& rows) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const Row& r : rows) {
+    std::string algorithm = "auto";
+    double one = time_auto && r.automatic.ok ? r.automatic.solve : INFINITY;
+    double eight = time_auto && r.automatic.ok ? r.automatic.solve8 : INFINITY;
+    nlohmann::ordered_json algorithms = nlohmann::ordered_json::object();
+    for (std::size_t a = 0; a < timed_algorithms.size(); ++a) {
+      const Result& o = r.ours[a];
+      algorithms[spade::to_string(timed_algorithms[a])] = {{"ok", o.ok}, {"solve_seconds", o.solve * 1e-3},
+                                                           {"solve8_seconds", o.solve8 * 1e-3},
+                                                           {"analysis_seconds", o.analysis * 1e-3}};
+      if (!(time_auto && r.automatic.ok) && o.ok && o.solve < one) {
+        one = o.solve, eight = o.solve8;
+        algorithm = spade::to_string(timed_algorithms[a]);
+      }
+    }
+    if (!std::isfinite(one)) continue;  // nothing of spade's ran correctly: no comparison to plot
+    const std::vector<spade::bench::Comparison> comparisons = {
+        {"solve, 1 rhs", one * 1e-3, {{"cuSPARSE SpSV", r.cusparse.solve * 1e-3}}},
+        {"solve, 8 rhs", eight * 1e-3, {{"cuSPARSE SpSM", r.cusparse.solve8 * 1e-3}}},
+    };
+    list.push_back({{"matrix", r.name},
+                    {"n", r.stats.n},
+                    {"nnz_l", r.nnz},
+                    {"levels", r.stats.levels},
+                    {"spade_algorithm", algorithm},
+                    {"auto_choice", time_auto ? spade::to_string(r.automatic.choice) : "not timed"},
+                    {"comparisons", spade::bench::to_json(comparisons)},
+                    {"floor_seconds", r.floor * 1e-3},
+                    {"floor8_seconds", r.floor8 * 1e-3},
+                    {"cusparse_analysis_seconds", r.cusparse.analysis * 1e-3},
+                    {"algorithms", algorithms}});
+  }
+  return list;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     std::vector<std::string> filters;
+    std::string json_path;
     for (int a = 1; a < argc; ++a) {
       const std::string arg = argv[a];
+      if (arg == "--json") {
+        if (++a == argc) throw spade::InvalidInput("--json needs a file name");
+        json_path = argv[a];
+        continue;
+      }
       if (arg != "--algorithms") {
         filters.push_back(arg);
         continue;
@@ -559,6 +607,13 @@ int main(int argc, char** argv) {
                 std::to_string(g.second),
             [=] { return spade::laplacian_2d(g.first, g.second, s); });
     print_tables(rows);
+    if (!json_path.empty())
+      spade::bench::write_json_file(
+          json_path,
+          {{"benchmark", "bench_sptrsv"},
+           {"floor", "L (values, indices, row pointers), b and x moved once at the copy bandwidth"},
+           {"machine", {{"device", prop.name}, {"copy_bandwidth_bytes_per_second", bandwidth}}},
+           {"rows", rows_json(rows)}});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_sptrsv: %s\n", e.what());
     return 1;

@@ -4,6 +4,7 @@
 //                     [--out x.mtx] [--json report.json] [--threads T] [--device auto|gpu|cpu]
 //                     [--pattern-values reject|ones|laplacian]
 //   spade info A.mtx [--pattern-values ...] [--ordering ...] [--json report.json]
+//   spade --version
 //   spade demo [--grid N] [--nrhs k] [--ordering ...] [--refine N] [--out x.mtx] [--json ...] [--threads T]
 //              [--device ...]
 //
@@ -41,6 +42,7 @@
 #include "spade/solve.hpp"
 #include "spade/solver.hpp"
 #include "spade/symbolic.hpp"
+#include "spade/version.h"
 
 namespace {
 
@@ -450,6 +452,7 @@ void add_file_options(CLI::App* command, Options& o) {
 
 int main(int argc, char** argv) {
   CLI::App app{"spade: sparse Cholesky solver (order, analyze, factor, solve, refine) with a lab-notebook report"};
+  app.set_version_flag("--version", "spade " SPADE_VERSION_STRING);
   app.require_subcommand(1);
   Options o;
   CLI::App* solve = app.add_subcommand("solve", "solve A X = B for a sparse symmetric positive definite A");

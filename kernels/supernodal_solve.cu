@@ -30,9 +30,10 @@ constexpr int kGroupColumns = 64;    // columns of a group, hence also its super
 constexpr unsigned kFull = 0xffffffffu;
 
 /// Per-warp shared memory for width K: a group's panels, rows and supernode offsets, its columns'
-/// right-hand sides (forward) or solution and forward result (backward); a tile's right-hand sides; for
-/// K = 1 the solution on a group's rows outside the group (backward); for K > 1 a backward tile's
-/// transpose and right-hand sides, over the same space.
+/// right-hand sides (forward) or solution (backward) and forward result y; for K = 1 the solution on a
+/// group's rows outside the group (backward). A tile uses the same space from `base` as scratch: forward,
+/// its right-hand side (32 K doubles) and for K > 1 its results' transpose (32 (K + 1)); backward for
+/// K > 1, the tile's transpose and right-hand sides (32 x 32 + 32 K).
 template <int K>
 struct WarpSmem {
   static constexpr int kExternal = K == 1 ? kGroupEntries : 0;
@@ -41,10 +42,11 @@ struct WarpSmem {
   static constexpr std::size_t kDoubles = kGroupDoubles > kTileDoubles ? kGroupDoubles : kTileDoubles;
   static constexpr std::size_t kInts = kGroupEntries + 3 * (kGroupColumns + 1);
   static constexpr std::size_t kBytes = (kDoubles * sizeof(double) + kInts * sizeof(int) + 15) / 16 * 16;
-  double* base;      // the doubles, from the start (a backward tile's scratch for K > 1)
+  static_assert(kTile * (2 * K + 1) <= kDoubles, "a forward tile's scratch fits");
+  double* base;      // the doubles, from the start (a tile's scratch)
   double* panel;     // kGroupEntries
   double* rhs;       // kGroupColumns * K: forward right-hand side / backward solution on the group's columns
-  double* forward;   // kGroupColumns * K: backward: y on the group's columns
+  double* forward;   // kGroupColumns * K: y on the group's columns (forward: staged for one coalesced store)
   double* external;  // kExternal: backward, K = 1: x on the group's rows that lie outside it
   int* rows;         // kGroupEntries
   int* first_col;    // kGroupColumns + 1, relative to the group's first column
@@ -106,6 +108,27 @@ __device__ inline double load_or_zero(const double* p, bool inside) {
   return __ldg(inside ? p : dense::zero_element<double>());
 }
 
+/// Warp: dst[e] = load(e) for e < count, each lane with B loads in flight before it stores any (a loop
+/// of load-store pairs costs a memory round trip per 32 elements: the store waits for its load, and the
+/// next load may not pass a store that could alias it).
+template <int B, typename T, typename Load>
+__device__ inline void warp_copy(T* dst, int count, Load load) {
+  const int lane = threadIdx.x & 31;
+  for (int e0 = 0; e0 < count; e0 += 32 * B) {
+    T t[B];
+#pragma unroll
+    for (int i = 0; i < B; ++i) {
+      const int e = e0 + lane + 32 * i;
+      t[i] = e < count ? load(e) : T{};
+    }
+#pragma unroll
+    for (int i = 0; i < B; ++i) {
+      const int e = e0 + lane + 32 * i;
+      if (e < count) dst[e] = t[i];
+    }
+  }
+}
+
 /// One step of a transposing butterfly over N values: lanes whose bit `half` is clear keep p[0 .. half),
 /// the others p[half .. 2 half) (moved down), and each adds the partner lane's copy of the half it keeps.
 template <int half, int N>
@@ -156,34 +179,38 @@ __device__ inline void load_tile(const Supernode& n, int row0, int col0, double 
 
 template <int K>
 __device__ bool forward_tile(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p, int s,
-                             int row0, int col0, double* rs, long long slot) {
+                             int row0, int col0, double* scratch, long long slot) {
   const int lane = threadIdx.x & 31;
   const Supernode n = supernode(v, s);
   const int ncols = min(kTile, n.k - col0), row = row0 + lane;
-  // Before the wait: the tile, the row's target, b on the tile's columns.
+  const long long base = static_cast<long long>(n.f + col0) * K;  // the tile's columns in acc, y and x
+  // Before the wait: the tile, the row's target, b on the tile's columns into rs (32 x K, element e =
+  // c K + j, so that the acc values below arrive in contiguous lanes); zero past the panel, where the
+  // tile's zeros meet it (shared memory holds whatever earlier kernels left, NaN included).
   double a[kTile];
   load_tile(n, row0, col0, a);
   const int target = row < n.m && row >= n.k ? v.row_indices[n.rp + row] : -1;
-  const long long col = n.f + col0 + lane;
-  double b[K] = {};
-  if (lane < ncols) {
-    const long long orig = v.perm[col];
-#pragma unroll
-    for (int j = 0; j < K; ++j) b[j] = j < p.nrhs ? p.b[orig + j * p.ldb] : 0.0;
-  }
+  double* rs = scratch;
+  warp_copy<K>(rs, kTile * K, [&](int e) {
+    const int c = e / K, j = e % K;
+    return c < ncols && j < p.nrhs ? p.b[v.perm[n.f + col0 + c] + j * p.ldb] : 0.0;
+  });
   if (row0 == col0) {  // one tile per column block: it clears that block's backward sums
-    if (lane < ncols)
-#pragma unroll
-      for (int j = 0; j < K; ++j) w.x[col * K + j] = 0.0;
+    for (int e = lane; e < ncols * K; e += 32) w.x[base + e] = 0.0;
     if (row0 == 0 && lane == 0) store_relaxed(&w.done[s], 0);
   }
   const int need = v.need[s];
   if (need > 0 && !warp_wait(&w.ready[s], need, w.status, s)) return false;
   stamp(p, slot + 1);
-  // r_s on the tile's columns: b minus the updates of the descendants; zero past the panel, where the
-  // tile's zeros meet it (shared memory holds whatever earlier kernels left, NaN included).
+  // r_s = b minus the updates of the descendants (each lane its own elements of rs, coalesced).
+  double updates[K];
 #pragma unroll
-  for (int j = 0; j < K; ++j) rs[lane * K + j] = lane < ncols ? b[j] - __ldcg(&w.acc[col * K + j]) : 0.0;
+  for (int i = 0; i < K; ++i) {
+    const int e = lane + 32 * i;
+    updates[i] = e < ncols * K ? __ldcg(&w.acc[base + e]) : 0.0;
+  }
+#pragma unroll
+  for (int i = 0; i < K; ++i) rs[lane + 32 * i] -= updates[i];
   __syncwarp();
   double z[K];
 #pragma unroll
@@ -192,19 +219,39 @@ __device__ bool forward_tile(const SupernodalView& v, const SupernodalWorkspace&
   for (int c = 0; c < kTile; ++c)
 #pragma unroll
     for (int j = 0; j < K; ++j) z[j] = fma(a[c], rs[c * K + j], z[j]);
-  if (row < n.m) {
+  if constexpr (K == 1) {
     if (row < n.k) {
-      double* yr = w.y + static_cast<long long>(n.f + row) * K;
+      double* yr = w.y + n.f + row;
+      if (n.k > kTile)  // several column blocks add into y_s
+        atomicAdd(yr, z[0]);
+      else
+        *yr = z[0];
+    } else if (row < n.m) {
+      atomicAdd(w.acc + target, z[0]);
+    }
+  } else {
+    // Row r's K results go out from K contiguous lanes (a transpose through shared memory, rows padded
+    // to K + 1 against bank conflicts): a store or atomic then covers 32 / K rows' 64-byte spans instead
+    // of 32 rows' single values, a quarter of the L2 sectors at K = 8.
+    double* Z = scratch + kTile * K;
 #pragma unroll
-      for (int j = 0; j < K; ++j) {
-        if (n.k > kTile)  // several column blocks add into y_s
-          atomicAdd(yr + j, z[j]);
+    for (int j = 0; j < K; ++j) Z[lane * (K + 1) + j] = z[j];
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < K; ++i) {  // every lane in every round: the shuffle needs them all
+      const int e = lane + 32 * i, r = e / K, j = e % K, rr = row0 + r;
+      const int t = __shfl_sync(kFull, target, r);
+      if (rr >= n.m) continue;
+      const double value = Z[r * (K + 1) + j];
+      if (rr < n.k) {
+        double* yr = w.y + static_cast<long long>(n.f + rr) * K + j;
+        if (n.k > kTile)
+          atomicAdd(yr, value);
         else
-          yr[j] = z[j];
+          *yr = value;
+      } else {
+        atomicAdd(w.acc + static_cast<long long>(t) * K + j, value);
       }
-    } else {
-#pragma unroll
-      for (int j = 0; j < K; ++j) atomicAdd(w.acc + static_cast<long long>(target) * K + j, z[j]);
     }
   }
   __syncwarp();
@@ -230,8 +277,8 @@ __device__ void stage_group(const SupernodalView& v, int first, int last, const 
     sm.first_row[i] = static_cast<int>(v.row_ptr[first + i] - rp0);
     sm.first_entry[i] = static_cast<int>(v.panel_offset[first + i] - po0);
   }
-  for (int e = lane; e < entries; e += 32) sm.panel[e] = __ldg(v.values + po0 + e);
-  for (int i = lane; i < rows; i += 32) sm.rows[i] = v.row_indices[rp0 + i];
+  warp_copy<8>(sm.panel, entries, [&](int e) { return __ldg(v.values + po0 + e); });
+  warp_copy<8>(sm.rows, rows, [&](int i) { return __ldg(v.row_indices + rp0 + i); });
 }
 
 /// A group: supernodes first .. last one after another out of shared memory; the group's columns'
@@ -265,7 +312,7 @@ __device__ void forward_group(const SupernodalView& v, const SupernodalWorkspace
       }
       if (row < k) {
 #pragma unroll
-        for (int j = 0; j < K; ++j) w.y[static_cast<long long>(lo + f + row) * K + j] = z[j];
+        for (int j = 0; j < K; ++j) sm.forward[(f + row) * K + j] = z[j];
       } else {
         const int target = sm.rows[r0 + row];
         if (target < hi) {
@@ -279,6 +326,9 @@ __device__ void forward_group(const SupernodalView& v, const SupernodalWorkspace
     }
     __syncwarp();  // the next supernode reads what this one subtracted
   }
+  // y on the group's columns, staged in shared memory, goes out in contiguous lanes.
+  for (int e = lane; e < (hi - lo) * K; e += 32) w.y[static_cast<long long>(lo) * K + e] = sm.forward[e];
+  __syncwarp();
   if (lane == 0) {
     const int parent = v.parent[last];
     if (parent >= 0) release_add(&w.ready[parent], 1);
@@ -302,7 +352,7 @@ __global__ void __launch_bounds__(kSupernodalThreads)
     stamp(p, slot);
     if (task.z < 0) {
       forward_group<K>(v, w, p, task.x, task.y, sm, slot);
-    } else if (!forward_tile<K>(v, w, p, task.x, task.z, task.w, sm.rhs, slot)) {
+    } else if (!forward_tile<K>(v, w, p, task.x, task.z, task.w, sm.base, slot)) {
       return;  // a wait gave up; the status says why
     }
     stamp(p, slot + 2);
@@ -317,38 +367,44 @@ __device__ bool backward_tile(const SupernodalView& v, const SupernodalWorkspace
   const int lane = threadIdx.x & 31;
   const Supernode n = supernode(v, s);
   const int ncols = min(kTile, n.k - col0), row = row0 + lane;
-  // Before the wait: the tile, y on the diagonal block's rows (the forward sweep's, final), the targets.
+  // Before the wait: the tile, the targets, y on the diagonal block's rows (the forward sweep's, final):
+  // for K > 1 element e = r K + j of the tile's 32 x K right-hand side per lane (yv[i] is e = lane + 32 i),
+  // so that contiguous lanes read contiguous values.
   double a[kTile];
   load_tile(n, row0, col0, a);
-  double vv[K];
-#pragma unroll
-  for (int j = 0; j < K; ++j) vv[j] = 0.0;
   const int target = row < n.m && row >= n.k ? v.row_indices[n.rp + row] : -1;
-  if (row < n.k)
+  double yv[K];
 #pragma unroll
-    for (int j = 0; j < K; ++j) vv[j] = __ldcg(&w.y[static_cast<long long>(n.f + row) * K + j]);
+  for (int i = 0; i < K; ++i) {
+    const int e = lane + 32 * i, rr = row0 + e / K;
+    yv[i] = rr < n.k ? __ldcg(&w.y[static_cast<long long>(n.f + row0) * K + e]) : 0.0;
+  }
   const int parent = v.parent[s];
   if (parent >= 0 && !warp_wait(&w.done[parent], v.units[parent], w.status, s)) return false;
   stamp(p, slot + 1);
-  if (target >= 0)
-#pragma unroll
-    for (int j = 0; j < K; ++j) vv[j] = -__ldcg(&w.x[static_cast<long long>(target) * K + j]);
-  double* xs = w.x + static_cast<long long>(n.f + col0) * K;
+  const long long base = static_cast<long long>(n.f + col0) * K;  // the tile's columns in x
   if constexpr (K == 1) {
+    const double vv = target >= 0 ? -__ldcg(&w.x[target]) : yv[0];
 #pragma unroll
-    for (int c = 0; c < kTile; ++c) a[c] *= vv[0];
+    for (int c = 0; c < kTile; ++c) a[c] *= vv;
     const double sum = reduce_columns32(a);
-    if (lane < ncols) atomicAdd(xs + lane, sum);
+    if (lane < ncols) atomicAdd(w.x + base + lane, sum);
   } else {
     // (A^T V) for the K right-hand sides through shared memory: lane r stores its row of the tile as
     // column r of the transpose (the XOR swizzle keeps both the stores and the column reads free of
-    // bank conflicts), then lane c sums its column against the rows' values: no shuffles.
+    // bank conflicts), then lane c sums its column against the rows' values: no shuffles. The sums go
+    // out through a second transpose (rows padded to K + 1), K contiguous lanes per column.
     double* T = scratch;
     double* V = scratch + kTile * kTile;
 #pragma unroll
-    for (int c = 0; c < kTile; ++c) T[c * kTile + (lane ^ c)] = a[c];
+    for (int i = 0; i < K; ++i) {
+      const int e = lane + 32 * i, t = __shfl_sync(kFull, target, e / K);
+      if (t >= 0) yv[i] = -__ldcg(&w.x[static_cast<long long>(t) * K + e % K]);
+    }
 #pragma unroll
-    for (int j = 0; j < K; ++j) V[lane * K + j] = vv[j];
+    for (int i = 0; i < K; ++i) V[lane + 32 * i] = yv[i];
+#pragma unroll
+    for (int c = 0; c < kTile; ++c) T[c * kTile + (lane ^ c)] = a[c];
     __syncwarp();
     double sum[K];
 #pragma unroll
@@ -359,9 +415,16 @@ __device__ bool backward_tile(const SupernodalView& v, const SupernodalWorkspace
 #pragma unroll
       for (int j = 0; j < K; ++j) sum[j] = fma(t, V[r * K + j], sum[j]);
     }
-    if (lane < ncols)
+    __syncwarp();  // every lane has read T before it holds the sums
+    double* S = T;
 #pragma unroll
-      for (int j = 0; j < K; ++j) atomicAdd(xs + lane * K + j, sum[j]);
+    for (int j = 0; j < K; ++j) S[lane * (K + 1) + j] = sum[j];
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+      const int e = lane + 32 * i;
+      if (e < ncols * K) atomicAdd(w.x + base + e, S[(e / K) * (K + 1) + e % K]);
+    }
   }
   __syncwarp();
   int before = 0;
@@ -372,14 +435,23 @@ __device__ bool backward_tile(const SupernodalView& v, const SupernodalWorkspace
     // The last tile of s: every partial sum of x_s is in. Write x_s out and restore the invariants of
     // acc, y and ready for the next pass (kernels/supernodal_kernels.hpp).
     __syncwarp();
-    for (int c = lane; c < n.k; c += 32) {
-      const long long col = n.f + c, orig = v.perm[col];
+    const long long first = static_cast<long long>(n.f) * K;
+    for (int e0 = 0; e0 < n.k * K; e0 += 32 * K) {  // each lane's K loads in flight before its stores
+      double xv[K];
+      int orig[K];
 #pragma unroll
-      for (int j = 0; j < K; ++j) {
-        const double xv = __ldcg(&w.x[col * K + j]);
-        if (j < p.nrhs) p.x_out[orig + j * p.ldx] = xv;
-        w.acc[col * K + j] = 0.0;
-        if (n.k > kTile) w.y[col * K + j] = 0.0;
+      for (int i = 0; i < K; ++i) {
+        const int e = e0 + lane + 32 * i;
+        xv[i] = e < n.k * K ? __ldcg(&w.x[first + e]) : 0.0;
+        orig[i] = e < n.k * K ? v.perm[n.f + e / K] : 0;
+      }
+#pragma unroll
+      for (int i = 0; i < K; ++i) {
+        const int e = e0 + lane + 32 * i, j = e % K;
+        if (e >= n.k * K) continue;
+        if (j < p.nrhs) p.x_out[orig[i] + static_cast<long long>(j) * p.ldx] = xv[i];
+        w.acc[first + e] = 0.0;
+        if (n.k > kTile) w.y[first + e] = 0.0;
       }
     }
     if (lane == 0) store_relaxed(&w.ready[s], 0);
@@ -399,20 +471,18 @@ __device__ bool backward_group(const SupernodalView& v, const SupernodalWorkspac
   for (int h = 0; h < kGroupColumns / 32; ++h) {
     const int c = lane + 32 * h;
     orig[h] = c < hi - lo ? v.perm[lo + c] : 0;
-    if (c < hi - lo)
-#pragma unroll
-      for (int j = 0; j < K; ++j) sm.forward[c * K + j] = __ldcg(&w.y[static_cast<long long>(lo + c) * K + j]);
   }
+  warp_copy<8>(sm.forward, (hi - lo) * K, [&](int e) { return __ldcg(&w.y[static_cast<long long>(lo) * K + e]); });
   __syncwarp();  // the staging is visible to every lane (a root group has no wait, whose barrier would do)
   const int parent = v.parent[last];
   if (parent >= 0 && !warp_wait(&w.done[parent], v.units[parent], w.status, first)) return false;
   stamp(p, slot + 1);
   const int rows = sm.first_row[last - first + 1];
   if constexpr (K == 1) {  // the solution outside the group, one round trip for the whole group
-    for (int i = lane; i < rows; i += 32) {
+    warp_copy<8>(sm.external, rows, [&](int i) {
       const int t = sm.rows[i];
-      if (t >= hi) sm.external[i] = __ldcg(&w.x[t]);
-    }
+      return t >= hi ? __ldcg(&w.x[t]) : 0.0;
+    });
   }
   __syncwarp();
   for (int i = last - first; i >= 0; --i) {

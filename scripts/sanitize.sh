@@ -11,6 +11,7 @@ build=build-sanitize
 fuzz_seconds=${SPADE_FUZZ_SECONDS:-60}
 flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -fsanitize=fuzzer-no-link"
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPADE_ENABLE_CUDA=OFF \
+  -DSPADE_BUILD_CLI=OFF -DSPADE_BUILD_BENCHMARKS=OFF -DSPADE_BUILD_PYTHON=OFF \
   -DSPADE_FUZZ=ON -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" >/dev/null
 cmake --build "$build" --parallel "$(nproc)"
 

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../kernels/cuda_check.hpp"
+#include "spade/version.h"
 #include <sstream>
 #include <string>
 #include <vector>
@@ -439,6 +440,12 @@ TEST_F(Cli, UsageErrors) {
   const Outcome help = spade("--help");
   EXPECT_EQ(help.status, 0);
   EXPECT_NE(help.out.find("solve"), std::string::npos);
+}
+
+TEST_F(Cli, Version) {
+  const Outcome version = spade("--version");
+  EXPECT_EQ(version.status, 0);
+  EXPECT_EQ(version.out, "spade " SPADE_VERSION_STRING "\n");
 }
 
 }  // namespace
