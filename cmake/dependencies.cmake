@@ -8,7 +8,9 @@ find_package(BLAS REQUIRED)
 find_package(LAPACK REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(ZLIB REQUIRED)
-find_package(CUDAToolkit REQUIRED)
+if(SPADE_ENABLE_CUDA)
+  find_package(CUDAToolkit REQUIRED)
+endif()
 include(${CMAKE_CURRENT_LIST_DIR}/spadeOrderingLibraries.cmake)  # spade::metis, spade::amd
 if(NOT SPADE_ORDERING_LIBRARIES_FOUND)
   message(FATAL_ERROR "METIS or SuiteSparse AMD not found (${SPADE_ORDERING_LIBRARIES_MISSING}); "

@@ -1,10 +1,12 @@
 # The host pipeline: matrix types and I/O (core/), orderings, symbolic and numeric factorization, host solve.
 add_library(spade_host
+  core/error.cpp
   core/sparse_matrix.cpp
   factor/symbolic.cpp
   factor/cholesky.cpp
   solve/host_solve.cpp
   solve/refine.cpp
+  solve/condition.cpp
   solve/supernodal_schedule.cpp
   core/matrix_market.cpp
   core/generators.cpp

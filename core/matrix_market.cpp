@@ -24,17 +24,19 @@ namespace spade {
 namespace {
 
 constexpr std::int64_t max_index = std::numeric_limits<index_t>::max();
+constexpr int max_gzip_ratio = 100;
+constexpr double gzip_allowance = 64.0 * 1024 * 1024;
 
 // ---- reading the file ------------------------------------------------------------------------------------
 
 std::string read_file(const std::string& path) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!file) throw ResourceError("cannot open '" + path + "': " + std::strerror(errno));
+  if (!file) throw ResourceError("cannot open " + quote(path, 200) + ": " + std::strerror(errno));
   std::string bytes;
   char buffer[1 << 16];
   std::size_t got;
   while ((got = std::fread(buffer, 1, sizeof buffer, file.get())) > 0) bytes.append(buffer, got);
-  if (std::ferror(file.get())) throw ResourceError("cannot read '" + path + "': " + std::strerror(errno));
+  if (std::ferror(file.get())) throw ResourceError("cannot read " + quote(path, 200) + ": " + std::strerror(errno));
   return bytes;
 }
 
@@ -43,8 +45,12 @@ bool is_gzip(const std::string& bytes) {
          static_cast<unsigned char>(bytes[1]) == 0x8b;
 }
 
-/// Inflates a gzip file held in memory, concatenated members included (as `gzip -d` does).
-std::string gunzip(const std::string& compressed, const std::string& name) {
+/// Inflates a gzip file held in memory, concatenated members included (as `gzip -d` does). Refuses to
+/// inflate past max_gzip_ratio * compressed.size() + gzip_allowance bytes (a gzip bomb): Matrix Market text
+/// compresses about 3-7 to 1, while deflate can reach about 1000 to 1.
+std::string gunzip(const std::string& compressed, const std::string& path) {
+  const std::string name = printable(path, 200);
+  const double limit = max_gzip_ratio * static_cast<double>(compressed.size()) + gzip_allowance;
   struct Inflater {
     z_stream stream{};
     ~Inflater() { inflateEnd(&stream); }
@@ -62,12 +68,16 @@ std::string gunzip(const std::string& compressed, const std::string& name) {
       z.stream.avail_in = static_cast<uInt>(n);
       consumed += n;
     }
-    if (produced == out.size()) out.resize(out.size() * 2);
+    if (produced == out.size()) out.resize(std::min(out.size() * 2, static_cast<std::size_t>(limit) + 1));
     const std::size_t room = std::min(chunk, out.size() - produced);
     z.stream.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
     z.stream.avail_out = static_cast<uInt>(room);
     const int status = inflate(&z.stream, Z_NO_FLUSH);
     produced += room - z.stream.avail_out;
+    if (static_cast<double>(produced) > limit)
+      throw InvalidInput(name + ": the gzip stream inflates to more than " + std::to_string(max_gzip_ratio) +
+                         " times its " + std::to_string(compressed.size()) +
+                         " compressed bytes (plus 64 MiB); refused as a likely gzip bomb");
     const bool input_left = z.stream.avail_in > 0 || consumed < compressed.size();
     if (status == Z_STREAM_END) {
       if (!input_left) break;
@@ -113,7 +123,8 @@ std::string lowercase(std::string_view s) {
 /// The lines of a file held in memory, with the 1-based number of the line last returned.
 class Lines {
  public:
-  Lines(std::string_view text, std::string name) : text_(text), name_(std::move(name)) {}
+  /// `name` (a path, or what the caller calls the text) appears in messages through printable().
+  Lines(std::string_view text, const std::string& name) : text_(text), name_(printable(name, 200)) {}
 
   /// The next line (without its end-of-line characters); false at the end of the text.
   bool next(std::string_view& line) {
@@ -210,14 +221,14 @@ Header read_header(Lines& lines) {
   h.field_name = lowercase(next_token(rest));
   h.symmetry_name = lowercase(next_token(rest));
   if (banner != "%%matrixmarket" || h.symmetry_name.empty() || !next_token(rest).empty()) lines.fail(banner_form);
-  if (object != "matrix") lines.fail("unsupported object '" + object + "' (only 'matrix' is supported)");
+  if (object != "matrix") lines.fail("unsupported object " + quote(object) + " (only 'matrix' is supported)");
 
   if (format == "coordinate")
     h.format = Format::coordinate;
   else if (format == "array")
     h.format = Format::array;
   else
-    lines.fail("unknown format '" + format + "' (expected coordinate or array)");
+    lines.fail("unknown format " + quote(format) + " (expected coordinate or array)");
 
   if (h.field_name == "real")
     h.field = Field::real;
@@ -228,7 +239,7 @@ Header read_header(Lines& lines) {
   else if (h.field_name == "complex")
     lines.fail("complex matrices are not supported");
   else
-    lines.fail("unknown field '" + h.field_name + "' (expected real, integer or pattern)");
+    lines.fail("unknown field " + quote(h.field_name) + " (expected real, integer or pattern)");
 
   if (h.symmetry_name == "general")
     h.symmetry = Symmetry::general;
@@ -239,7 +250,7 @@ Header read_header(Lines& lines) {
   else if (h.symmetry_name == "hermitian")
     lines.fail("hermitian matrices are not supported");
   else
-    lines.fail("unknown symmetry '" + h.symmetry_name + "' (expected general, symmetric or skew-symmetric)");
+    lines.fail("unknown symmetry " + quote(h.symmetry_name) + " (expected general, symmetric or skew-symmetric)");
 
   if (h.field == Field::pattern && h.format == Format::array) lines.fail("an array file cannot have field pattern");
   if (h.field == Field::pattern && h.symmetry == Symmetry::skew_symmetric)
@@ -262,13 +273,17 @@ Header read_header(Lines& lines) {
   return h;
 }
 
-/// Throws ResourceError when the matrix cannot be indexed by index_t.
-void check_index_range(const Header& h, const Lines& lines) {
+/// Throws ResourceError when the matrix cannot be indexed by index_t, or has a dimension above `limit`.
+void check_index_range(const Header& h, const Lines& lines, std::int64_t limit) {
   const std::int64_t big = std::max(h.rows, h.cols);
   if (big > max_index)
     throw ResourceError(lines.name() + ":" + std::to_string(lines.number()) + ": " + std::to_string(h.rows) +
                         " x " + std::to_string(h.cols) + " matrix: dimension " + std::to_string(big) +
                         " overflows 32-bit indices (at most " + std::to_string(max_index) + ")");
+  if (big > limit)
+    throw ResourceError(lines.name() + ":" + std::to_string(lines.number()) + ": " + std::to_string(h.rows) +
+                        " x " + std::to_string(h.cols) + " matrix: dimension " + std::to_string(big) +
+                        " exceeds the limit of " + std::to_string(limit) + " set by the caller");
 }
 
 /// Parses one value token of `field` (real or integer) and rejects NaN and Inf.
@@ -276,12 +291,12 @@ double read_value(Lines& lines, std::string_view token, Field field) {
   double v = 0;
   if (field == Field::integer) {
     std::int64_t iv = 0;
-    if (!parse_int(token, iv)) lines.fail("invalid integer value '" + std::string(token) + "'");
+    if (!parse_int(token, iv)) lines.fail("invalid integer value " + quote(token));
     v = static_cast<double>(iv);
   } else if (!parse_double(token, v)) {
-    lines.fail("invalid value '" + std::string(token) + "'");
+    lines.fail("invalid value " + quote(token));
   }
-  if (!std::isfinite(v)) lines.fail("value '" + std::string(token) + "' is not finite");
+  if (!std::isfinite(v)) lines.fail("value " + quote(token) + " is not finite");
   return v;
 }
 
@@ -309,11 +324,11 @@ void read_coordinate_entries(Lines& lines, const Header& h, Add&& add) {
     const std::string_view tv = has_value ? next_token(rest) : std::string_view("1");
     if (tj.empty() || tv.empty()) lines.fail(entry_form);
     std::int64_t i = 0, j = 0;
-    if (!parse_int(ti, i)) lines.fail("invalid row index '" + std::string(ti) + "'");
-    if (!parse_int(tj, j)) lines.fail("invalid column index '" + std::string(tj) + "'");
+    if (!parse_int(ti, i)) lines.fail("invalid row index " + quote(ti));
+    if (!parse_int(tj, j)) lines.fail("invalid column index " + quote(tj));
     const double v = read_value(lines, tv, has_value ? h.field : Field::real);
     if (const std::string_view extra = next_token(rest); !extra.empty())
-      lines.fail(std::string(entry_form) + ", found extra text '" + std::string(extra) + "'");
+      lines.fail(std::string(entry_form) + ", found extra text " + quote(extra));
     if (i < 1 || i > h.rows)
       lines.fail("row index " + std::to_string(i) + " out of range [1, " + std::to_string(h.rows) + "]");
     if (j < 1 || j > h.cols)
@@ -383,28 +398,39 @@ std::size_t reserve_size(std::int64_t declared, std::size_t text_size, std::size
       std::min<std::int64_t>(declared, static_cast<std::int64_t>(text_size / min_chars + 1)));
 }
 
-DenseMatrix parse_dense(const std::string& text, const std::string& name) {
+DenseMatrix parse_dense(const std::string& text, const std::string& name, const DenseMatrixMarketOptions& options) {
   Lines lines(text, name);
   const Header h = read_header(lines);
   if (h.field == Field::pattern) lines.fail_at(1, "a pattern file has no values to read as a dense matrix");
   if (h.format == Format::array && h.symmetry != Symmetry::general)
-    lines.fail_at(1, "only 'general' array files are supported, not '" + h.symmetry_name + "'");
+    lines.fail_at(1, "only 'general' array files are supported, not " + quote(h.symmetry_name));
   DenseMatrix m;
   m.rows = h.rows;
   m.cols = h.cols;
   if (h.cols != 0 && h.rows > std::numeric_limits<std::int64_t>::max() / 8 / h.cols)
-    throw ResourceError(name + ":" + std::to_string(lines.number()) + ": a dense " + std::to_string(h.rows) +
+    throw ResourceError(lines.name() + ":" + std::to_string(lines.number()) + ": a dense " + std::to_string(h.rows) +
                         " x " + std::to_string(h.cols) + " matrix is too large");
   const std::int64_t size = h.rows * h.cols;
+  if (options.rows >= 0 && h.rows != options.rows)
+    lines.fail("the matrix has " + std::to_string(h.rows) + " rows; " + std::to_string(options.rows) +
+               " are needed");
+  if (size > options.max_entries)
+    throw ResourceError(lines.name() + ":" + std::to_string(lines.number()) + ": a dense " + std::to_string(h.rows) +
+                        " x " + std::to_string(h.cols) + " matrix exceeds the limit of " +
+                        std::to_string(options.max_entries) + " entries set by the caller");
   if (h.format == Format::coordinate) {
     try {
       m.values.assign(static_cast<std::size_t>(size), 0.0);
     } catch (const std::bad_alloc&) {
-      throw ResourceError(name + ": out of memory for a dense " + std::to_string(h.rows) + " x " +
+      throw ResourceError(lines.name() + ": out of memory for a dense " + std::to_string(h.rows) + " x " +
                           std::to_string(h.cols) + " matrix");
     }
     read_coordinate_entries(lines, h, [&](std::int64_t i, std::int64_t j, double v) {
-      m.values[static_cast<std::size_t>(i + j * h.rows)] += v;
+      double& entry = m.values[static_cast<std::size_t>(i + j * h.rows)];
+      entry += v;
+      if (!std::isfinite(entry))
+        lines.fail("entry (" + std::to_string(i + 1) + ", " + std::to_string(j + 1) +
+                   ") repeats, and its values sum to a number that is not finite");
     });
     return m;
   }
@@ -419,7 +445,7 @@ DenseMatrix parse_dense(const std::string& text, const std::string& name) {
     std::string_view rest = line;
     m.values.push_back(read_value(lines, next_token(rest), h.field));
     if (const std::string_view extra = next_token(rest); !extra.empty())
-      lines.fail("expected one value per line, found extra text '" + std::string(extra) + "'");
+      lines.fail("expected one value per line, found extra text " + quote(extra));
   }
   check_no_more_entries(lines, size, "values");
   return m;
@@ -436,7 +462,7 @@ SparseMatrix parse_matrix_market(const std::string& text, const std::string& nam
                      "(read it with read_dense_matrix_market)");
   if (h.field == Field::pattern && options.pattern_values == PatternValues::reject)
     lines.fail_at(1, "pattern file has no values: choose pattern values 'ones' or 'laplacian' to read it");
-  check_index_range(h, lines);
+  check_index_range(h, lines, options.max_dimension);
   const bool laplacian = h.field == Field::pattern && options.pattern_values == PatternValues::laplacian;
   if (laplacian && h.rows != h.cols)
     lines.fail("laplacian values need a square matrix, got " + std::to_string(h.rows) + " x " +
@@ -457,6 +483,13 @@ SparseMatrix parse_matrix_market(const std::string& text, const std::string& nam
   });
   SparseMatrix a = laplacian ? laplacian_of_pattern(h.rows, rows, cols)
                              : SparseMatrix::from_triplets(h.rows, h.cols, rows, cols, values);
+  // Each value is finite, but duplicates may sum to Inf (from_triplets adds them up).
+  for (index_t j = 0; j < a.cols(); ++j)
+    for (offset_t p = a.col_ptr()[j]; p < a.col_ptr()[j + 1]; ++p)
+      if (!std::isfinite(a.values()[p]))
+        throw InvalidInput(lines.name() + ": the entries at (" + std::to_string(a.row_ind()[p] + 1) + ", " +
+                           std::to_string(j + 1) + ") (1-based) repeat, and their values sum to a number that "
+                           "is not finite");
   if (info != nullptr) {
     info->field = h.field_name;
     info->symmetry = h.symmetry_name;
@@ -472,7 +505,14 @@ SparseMatrix read_matrix_market(const std::string& path, const MatrixMarketOptio
   return parse_matrix_market(load_text(path), path, options, info);
 }
 
-DenseMatrix read_dense_matrix_market(const std::string& path) { return parse_dense(load_text(path), path); }
+DenseMatrix read_dense_matrix_market(const std::string& path, const DenseMatrixMarketOptions& options) {
+  return parse_dense(load_text(path), path, options);
+}
+
+DenseMatrix parse_dense_matrix_market(const std::string& text, const std::string& name,
+                                      const DenseMatrixMarketOptions& options) {
+  return parse_dense(text, name, options);
+}
 
 void write_dense_matrix_market(const std::string& path, const DenseMatrix& m) {
   if (m.rows < 0 || m.cols < 0 || (m.cols != 0 && m.rows > std::numeric_limits<std::int64_t>::max() / m.cols) ||
@@ -480,14 +520,14 @@ void write_dense_matrix_market(const std::string& path, const DenseMatrix& m) {
     throw InvalidInput("write_dense_matrix_market: values must hold rows * cols = " + std::to_string(m.rows) +
                        " * " + std::to_string(m.cols) + " entries, has " + std::to_string(m.values.size()));
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "wb"), &std::fclose);
-  if (!file) throw ResourceError("cannot open '" + path + "' for writing: " + std::strerror(errno));
+  if (!file) throw ResourceError("cannot open " + quote(path, 200) + " for writing: " + std::strerror(errno));
   std::fprintf(file.get(), "%%%%MatrixMarket matrix array real general\n%lld %lld\n",
                static_cast<long long>(m.rows), static_cast<long long>(m.cols));
   for (const double v : m.values) std::fprintf(file.get(), "%.17g\n", v);
   const bool write_failed = std::ferror(file.get()) != 0;
   const int saved_errno = errno;
   if (std::fclose(file.release()) != 0 || write_failed)
-    throw ResourceError("cannot write '" + path + "': " + std::strerror(write_failed ? saved_errno : errno));
+    throw ResourceError("cannot write " + quote(path, 200) + ": " + std::strerror(write_failed ? saved_errno : errno));
 }
 
 }  // namespace spade

@@ -2,6 +2,9 @@
 #include "report.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
 
 namespace spade::cli {
 namespace {
@@ -87,10 +90,26 @@ void print_solve(std::FILE* out, const SolveSummary& s) {
   if (s.forward_error)
     std::fprintf(out, "  forward error  %.3e (||x - x_true||_inf / ||x_true||_inf)\n", *s.forward_error);
   std::fprintf(out, "  stop           %s\n", stop_explanation(s).c_str());
+  std::fprintf(out, "  condition      %.1e (kappa_1(A), estimated with LAPACK's dlacn2 from solves with the factor)\n",
+               s.condition);
+  std::fprintf(out, "  error bound    %.1e (kappa_1(A) * max(berr, eps): how large ||x - x_exact|| / ||x_exact|| may be)\n",
+               s.forward_error_bound);
+  if (const std::string warning = accuracy_warning(s); !warning.empty())
+    std::fprintf(out, "  warning        %s\n", warning.c_str());
   if (!s.output.empty()) std::fprintf(out, "  solution       written to %s\n", s.output.c_str());
 }
 
 }  // namespace
+
+std::string accuracy_warning(const SolveSummary& s) {
+  if (!(s.forward_error_bound > std::sqrt(std::numeric_limits<double>::epsilon()))) return "";
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "A is ill-conditioned (kappa_1 about %.1e): the solution may have a relative error up to %.1e, "
+                "whatever berr says",
+                s.condition, s.forward_error_bound);
+  return line;
+}
 
 std::string to_string(RefinementResult::Stop stop) {
   switch (stop) {
@@ -207,6 +226,9 @@ nlohmann::ordered_json to_json(const Report& report) {
                   {"berr", s.berr},
                   {"residual_norm", s.residual_norm},
                   {"forward_error", s.forward_error ? ordered_json(*s.forward_error) : ordered_json()},
+                  {"condition_estimate", s.condition},
+                  {"forward_error_bound", s.forward_error_bound},
+                  {"warning", accuracy_warning(s).empty() ? ordered_json() : ordered_json(accuracy_warning(s))},
                   {"output", s.output.empty() ? ordered_json() : ordered_json(s.output)}};
   }
   return j;

@@ -67,6 +67,8 @@ struct SolveSummary {
   double berr = 0;                      ///< of the returned solution, max over right-hand sides
   double residual_norm = 0;             ///< ||b - A x||_inf of the returned solution, max over columns
   std::optional<double> forward_error;  ///< max over columns of ||x - x_true||_inf / ||x_true||_inf
+  double condition = 0;                 ///< kappa_1(A), estimated (spade::condition_estimate)
+  double forward_error_bound = 0;       ///< condition * max(berr, eps): what the forward error may reach
   std::string output;                   ///< where the solution was written (--out), or empty
 };
 
@@ -81,6 +83,10 @@ struct Report {
 
 /// The stop reason as the report names it: "converged", "stagnated" or "max_steps".
 std::string to_string(RefinementResult::Stop stop);
+
+/// The warning for a solution whose forward error may be large (forward_error_bound above sqrt(eps):
+/// half the digits or more may be wrong), or an empty string.
+std::string accuracy_warning(const SolveSummary& s);
 
 /// Writes the report for people to `out`.
 void print_report(std::FILE* out, const Report& report);

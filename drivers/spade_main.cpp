@@ -19,9 +19,12 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -155,7 +158,7 @@ spade::SparseMatrix read_input(const Options& o, Progress& progress, spade::cli:
   spade::MatrixMarketInfo info;
   spade::SparseMatrix A;
   const double seconds =
-      progress.run("reading " + o.matrix, [&] { A = spade::read_matrix_market(o.matrix, mm, &info); });
+      progress.run("reading " + spade::printable(o.matrix, 200), [&] { A = spade::read_matrix_market(o.matrix, mm, &info); });
   report.phases.push_back({"read", seconds, 0});
   report.input = summarize(A);
   report.input.source = o.matrix;
@@ -205,30 +208,83 @@ double forward_error(const std::vector<double>& x, const std::vector<double>& x_
   return worst;
 }
 
+/// Writes the JSON report; a file that cannot be opened, written or closed is a ResourceError.
 void write_json(const std::string& path, const spade::cli::Report& report) {
   std::ofstream file(path);
   file << to_json(report).dump(2) << '\n';
-  if (!file) throw spade::ResourceError("cannot write the JSON report '" + path + "'");
+  file.close();  // flushes: a full disk shows only here
+  if (!file) throw spade::ResourceError("cannot write the JSON report " + spade::quote(path, 200));
+}
+
+/// Prints the report on stdout and flushes it; a failed write (a full disk, a closed pipe) is a
+/// ResourceError rather than a success with no report.
+void print_report(const spade::cli::Report& report) {
+  spade::cli::print_report(stdout, report);
+  if (std::fflush(stdout) != 0 || std::ferror(stdout))
+    throw spade::ResourceError(std::string("cannot write the report to standard output: ") + std::strerror(errno));
+}
+
+/// A file of the user's name that failed after reading: the library's messages start with the phase
+/// ("analyze: ", "factorize: "), the user knows the file. Rethrows e's type with `source: ` in place.
+template <typename F>
+void about_source(const std::string& source, F&& f) {
+  const auto message = [&](const std::exception& e) {
+    std::string what = e.what();
+    for (const char* phase : {"analyze: ", "factorize: ", "solve: ", "solve_refined: "})
+      if (what.rfind(phase, 0) == 0) what.erase(0, std::strlen(phase));
+    return source + ": " + what;
+  };
+  try {
+    f();
+  } catch (const spade::NumericalError& e) {
+    throw spade::NumericalError(e.kind(), e.index(), message(e));
+  } catch (const spade::InvalidInput& e) {
+    throw spade::InvalidInput(message(e));
+  }
 }
 
 /// Factor, solve and refine A X = B; fills the remaining phases and the solve summary.
 void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& progress, spade::cli::Report& report) {
+  const std::string source = spade::printable(report.input.source, 200);
+  // The shape first, before any arithmetic with A: square and not empty (the analysis checks the rest).
+  if (!A.is_square())
+    throw spade::InvalidInput(source + ": Cholesky needs a square matrix, this one is " + std::to_string(A.rows()) +
+                              " x " + std::to_string(A.cols()));
   const index_t n = A.rows();
-  if (n == 0) throw spade::InvalidInput(report.input.source + ": the matrix is 0 x 0; there is nothing to solve");
+  if (n == 0) throw spade::InvalidInput(source + ": the matrix is 0 x 0; there is nothing to solve");
+  spade::SolverOptions options;
+  options.analyze.ordering = o.ordering_method;
+  options.threads = o.threads;
+  options.placement = o.placement;
+  options.refine.max_steps = o.refine;
+  spade::Solver solver(options);
+  progress.run(analysis_label(o), [&] { about_source(source, [&] { solver.analyze(A); }); });
+  record_analysis(solver.symbolic(), o, report);
+
   spade::cli::SolveSummary s;
   s.max_steps = o.refine;
   std::vector<double> B, x_true;
   if (!o.rhs.empty()) {
     spade::DenseMatrix b;
-    const double seconds = progress.run("reading " + o.rhs, [&] { b = spade::read_dense_matrix_market(o.rhs); });
+    spade::DenseMatrixMarketOptions shape;
+    shape.rows = n;
+    const double seconds = progress.run("reading " + spade::printable(o.rhs, 200), [&] {
+      try {
+        b = spade::read_dense_matrix_market(o.rhs, shape);
+      } catch (const spade::InvalidInput& e) {
+        throw spade::InvalidInput("--rhs " + std::string(e.what()) + " (A is " + std::to_string(n) + " x " +
+                                  std::to_string(n) + ")");
+      }
+    });
     report.phases.push_back({"read_rhs", seconds, 0});
-    if (b.rows != n)
-      throw spade::InvalidInput("--rhs " + o.rhs + " has " + std::to_string(b.rows) + " rows, but A is " +
-                                std::to_string(n) + " x " + std::to_string(n));
-    if (b.cols == 0) throw spade::InvalidInput("--rhs " + o.rhs + " has no columns");
+    const std::string name = spade::printable(o.rhs, 200);
+    if (b.cols == 0) throw spade::InvalidInput("--rhs " + name + " has no columns");
     if (o.nrhs != 0 && o.nrhs != b.cols)
-      throw spade::InvalidInput("--nrhs " + std::to_string(o.nrhs) + " disagrees with --rhs " + o.rhs + ", which has " +
-                                std::to_string(b.cols) + " columns");
+      throw spade::InvalidInput("--nrhs " + std::to_string(o.nrhs) + " disagrees with --rhs " + name +
+                                ", which has " + std::to_string(b.cols) + " columns");
+    if (b.cols > std::numeric_limits<index_t>::max())
+      throw spade::ResourceError("--rhs " + name + " has " + std::to_string(b.cols) + " columns, more than " +
+                                 std::to_string(std::numeric_limits<index_t>::max()));
     s.nrhs = static_cast<index_t>(b.cols);
     s.rhs_source = o.rhs;
     B = std::move(b.values);
@@ -239,17 +295,16 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
     B.resize(x_true.size());
     for (index_t r = 0; r < s.nrhs; ++r)
       A.multiply(x_true.data() + static_cast<std::size_t>(r) * n, B.data() + static_cast<std::size_t>(r) * n);
+    // Each entry of A is finite, but |A| |x_true| can still overflow: that is A's fault, not a right-hand
+    // side's (the user gave none).
+    for (std::size_t k = 0; k < B.size(); ++k)
+      if (!std::isfinite(B[k]))
+        throw spade::InvalidInput(source + ": the generated right-hand side b = A x_true overflows in row " +
+                                  std::to_string(k % n + 1) + " (1-based): A's entries are too large; scale "
+                                  "A, or give --rhs");
   }
 
-  spade::SolverOptions options;
-  options.analyze.ordering = o.ordering_method;
-  options.threads = o.threads;
-  options.placement = o.placement;
-  options.refine.max_steps = o.refine;
-  spade::Solver solver(options);
-  progress.run(analysis_label(o), [&] { solver.analyze(A); });
-  record_analysis(solver.symbolic(), o, report);
-  progress.run("numeric factorization", [&] { solver.factorize(A); });
+  progress.run("numeric factorization", [&] { about_source(source, [&] { solver.factorize(A); }); });
   const spade::Report& r = solver.report();
   auto phase = [&](const char* name) {
     for (const spade::PhaseTime& p : r.phases)
@@ -278,6 +333,12 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
   s.berr = result.solution.berr;
   s.residual_norm = result.solution.residual_norm;
   if (!x_true.empty()) s.forward_error = forward_error(X, x_true, n, s.nrhs);
+  // A backward error of a few eps says nothing about the forward error of an ill-conditioned A: report
+  // kappa_1(A) and the bound it implies (a few more solves, each with one column).
+  progress.run("condition estimate", [&] {
+    s.condition = spade::condition_estimate(A, [&](double* x, index_t k, index_t ld) { solver.solve(x, k, ld); });
+  });
+  s.forward_error_bound = s.condition * std::max(s.berr, std::numeric_limits<double>::epsilon());
 
   if (!o.out.empty()) {
     spade::write_dense_matrix_market(o.out, spade::DenseMatrix{n, s.nrhs, std::move(X)});
@@ -286,13 +347,22 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
   report.solve = s;
 }
 
+/// The accuracy warning of the report (if any) once more on stderr, where a script's user sees it (also
+/// under --quiet, which silences progress only).
+void warn_about_accuracy(const spade::cli::Report& report) {
+  if (!report.solve) return;
+  if (const std::string warning = spade::cli::accuracy_warning(*report.solve); !warning.empty())
+    std::fprintf(stderr, "spade: warning: %s\n", warning.c_str());
+}
+
 int run_solve(const Options& o, Progress& progress) {
   spade::cli::Report report;
   report.command = "solve";
   const spade::SparseMatrix A = read_input(o, progress, report);
   factor_and_solve(A, o, progress, report);
   if (!o.json.empty()) write_json(o.json, report);
-  spade::cli::print_report(stdout, report);
+  print_report(report);
+  warn_about_accuracy(report);
   return 0;
 }
 
@@ -309,7 +379,8 @@ int run_demo(const Options& o, Progress& progress) {
                         " grid, Dirichlet boundary";
   factor_and_solve(A, o, progress, report);
   if (!o.json.empty()) write_json(o.json, report);
-  spade::cli::print_report(stdout, report);
+  print_report(report);
+  warn_about_accuracy(report);
   return 0;
 }
 
@@ -324,11 +395,11 @@ int run_info(const Options& o, Progress& progress) {
     spade::AnalyzeOptions options;
     options.ordering = o.ordering_method;
     std::shared_ptr<const spade::SymbolicFactor> S;
-    progress.run(analysis_label(o), [&] { S = spade::analyze(A, options); });
+    progress.run(analysis_label(o), [&] { about_source(report.input.source, [&] { S = spade::analyze(A, options); }); });
     record_analysis(*S, o, report);
   }
   if (!o.json.empty()) write_json(o.json, report);
-  spade::cli::print_report(stdout, report);
+  print_report(report);
   return 0;
 }
 
@@ -357,10 +428,20 @@ void add_solve_options(CLI::App* command, Options& o) {
       ->capture_default_str();
 }
 
+/// CLI11's ExistingFile with the path quoted short in its message (spade::quote): a file that exists and
+/// is not a folder.
+std::string existing_file(std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) return "no such file " + spade::quote(path, 200);
+  if (std::filesystem::is_directory(status)) return spade::quote(path, 200) + " is a folder, not a file";
+  return "";
+}
+
 void add_file_options(CLI::App* command, Options& o) {
   command->add_option("matrix", o.matrix, "sparse SPD matrix, Matrix Market coordinate (.mtx or .mtx.gz)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(CLI::Validator(existing_file, "FILE"));
   command
       ->add_option("--pattern-values", o.pattern_values,
                    "values for a pattern file: reject, ones or laplacian (shifted graph Laplacian)")
@@ -377,7 +458,7 @@ int main(int argc, char** argv) {
   CLI::App* solve = app.add_subcommand("solve", "solve A X = B for a sparse symmetric positive definite A");
   add_file_options(solve, o);
   solve->add_option("--rhs", o.rhs, "right-hand sides, Matrix Market array or coordinate (default: b = A x_true)")
-      ->check(CLI::ExistingFile);
+      ->check(CLI::Validator(existing_file, "FILE"));
   add_solve_options(solve, o);
   CLI::App* info = app.add_subcommand("info", "describe a matrix file and predict the fill of its Cholesky factor");
   add_file_options(info, o);
@@ -388,11 +469,23 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   add_solve_options(demo, o);
 
+  // spade's own messages quote input through spade::quote already; any other (CLI11's quote a
+  // command-line value whole, a standard exception) passes through printable(): one line, a few hundred
+  // bytes at most.
+  const auto print_error = [](const std::string& message) {
+    std::fprintf(stderr, "spade: error: %s\n", message.c_str());
+  };
+  const auto print_foreign_error = [&](const std::string& message) { print_error(spade::printable(message, 600)); };
+  if (argc > 1 && argv[1][0] != '-' && std::string(argv[1]) != "solve" && std::string(argv[1]) != "info" &&
+      std::string(argv[1]) != "demo") {
+    print_error("unknown command " + spade::quote(argv[1]) + "; expected solve, info or demo (see spade --help)");
+    return exit_invalid_input;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::fprintf(stderr, "spade: error: %s (see spade --help)\n", e.what());
+    print_foreign_error(std::string(e.what()) + " (see spade --help)");
     return exit_invalid_input;
   }
 
@@ -400,7 +493,10 @@ int main(int argc, char** argv) {
   progress.set_quiet(o.quiet);
   const auto error = [&](const std::exception& e, int status) {
     progress.fail();
-    std::fprintf(stderr, "spade: error: %s\n", e.what());
+    if (dynamic_cast<const spade::Error*>(&e) != nullptr)
+      print_error(e.what());
+    else
+      print_foreign_error(e.what());
     return status;
   };
   try {

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "../core/blas.hpp"
+#include "../core/messages.hpp"
 #include "spade/error.hpp"
 
 namespace spade {
@@ -34,14 +35,19 @@ void check_input(const SymbolicFactor& S, const SparseMatrix& A) {
   for (index_t j = 0; j < A.cols(); ++j)
     for (offset_t p = A.col_ptr()[j]; p < A.col_ptr()[j + 1]; ++p)
       if (!std::isfinite(A.values()[p]))
-        throw InvalidInput("factorize: A(" + std::to_string(A.row_ind()[p]) + ", " + std::to_string(j) + ") is " +
+        throw InvalidInput("factorize: " + entry_name("A", A.row_ind()[p], j) + " is " +
                            std::to_string(A.values()[p]) + "; the matrix must be finite");
+  // An empty column (no stored entry, so no diagonal either) makes A singular whatever the values.
+  for (index_t j = 0; j < A.cols(); ++j)
+    if (A.col_ptr()[j] == A.col_ptr()[j + 1])
+      throw NumericalError(NumericalError::Kind::singular, j,
+                           "factorize: the matrix is singular: " + column_name(j) + " is empty");
   const SparseMatrix t = A.transpose();  // same pattern, since the analyzed pattern is symmetric
   for (index_t j = 0; j < A.cols(); ++j)
     for (offset_t p = A.col_ptr()[j]; p < A.col_ptr()[j + 1]; ++p)
       if (t.values()[p] != A.values()[p])
-        throw InvalidInput("factorize: Cholesky needs a symmetric matrix, but A(" + std::to_string(A.row_ind()[p]) +
-                           ", " + std::to_string(j) + ") differs from its mirror entry");
+        throw InvalidInput("factorize: Cholesky needs a symmetric matrix, but " + entry_name("A", A.row_ind()[p], j) +
+                           " differs from its mirror entry");
 }
 
 }  // namespace
@@ -50,15 +56,21 @@ NumericFactor::NumericFactor(std::shared_ptr<const SymbolicFactor> symbolic, con
                              const FactorOptions& options)
     : symbolic_(std::move(symbolic)), progress_(options.progress) {
   if (!symbolic_) throw InvalidInput("factorize: no symbolic analysis given");
-  threads_ = options.threads > 0 ? options.threads : omp_get_max_threads();
+  // No more threads than the machine has processors: more only oversubscribe, and under a memory limit
+  // the extra OpenMP and OpenBLAS threads (stacks, BLAS buffers) are what runs out first.
+  threads_ = std::min(options.threads > 0 ? options.threads : omp_get_max_threads(), omp_get_num_procs());
   try {
     values_.resize(static_cast<std::size_t>(symbolic_->panel_offset.back()));
   } catch (const std::bad_alloc&) {
     throw ResourceError("factorize: out of memory for the factor (" +
                         std::to_string(symbolic_->panel_offset.back()) + " entries)");
   }
-  build_update_lists();
-  plan_subtrees();
+  try {
+    build_update_lists();
+    plan_subtrees();
+  } catch (const std::bad_alloc&) {
+    throw ResourceError("factorize: out of memory for the update lists");
+  }
   refactorize(A);
 }
 
@@ -136,9 +148,18 @@ void NumericFactor::plan_subtrees() {
 }
 
 void NumericFactor::refactorize(const SparseMatrix& A) {
-  const SymbolicFactor& S = *symbolic_;
   valid_ = false;
   ++generation_;
+  try {
+    factor_all(A);
+  } catch (const std::bad_alloc&) {
+    throw ResourceError("factorize: out of memory for the workspace");
+  }
+  valid_ = true;
+}
+
+void NumericFactor::factor_all(const SparseMatrix& A) {
+  const SymbolicFactor& S = *symbolic_;
   check_input(S, A);
   // Subtree of supernode s: the contiguous range first_descendant[s] .. s (the numbering is a postorder).
   std::vector<index_t> first_descendant(S.num_supernodes);
@@ -158,46 +179,48 @@ void NumericFactor::refactorize(const SparseMatrix& A) {
       error = std::current_exception();
     }
   };
-  try {
-    if (!subtree_roots_.empty()) {
-      BlasThreads blas(1);
-      const index_t count = static_cast<index_t>(subtree_roots_.size());
+  if (!subtree_roots_.empty()) {
+    BlasThreads blas(1);
+    const index_t count = static_cast<index_t>(subtree_roots_.size());
 #pragma omp parallel num_threads(threads_)
-      {
-        std::vector<index_t> relpos(S.n);
-        std::vector<double> work(work_size_);
+    {
+      // Allocated inside the try below: no exception may leave an OpenMP region.
+      std::vector<index_t> relpos;
+      std::vector<double> work;
+      bool workspace = false;
 #pragma omp for schedule(dynamic, 1)
-        for (index_t t = 0; t < count; ++t) {
-          const index_t root = subtree_roots_[t];
-          index_t s = first_descendant[root];
-          try {
-            for (; s <= root; ++s) factor_supernode(s, A, relpos, work);
-            if (progress_) progress_(*this, first_descendant[root], root);
-          } catch (...) {
-            record(s);
+      for (index_t t = 0; t < count; ++t) {
+        const index_t root = subtree_roots_[t];
+        index_t s = first_descendant[root];
+        try {
+          if (!workspace) {
+            relpos.resize(S.n);
+            work.resize(work_size_);
+            workspace = true;
           }
+          for (; s <= root; ++s) factor_supernode(s, A, relpos, work);
+          if (progress_) progress_(*this, first_descendant[root], root);
+        } catch (...) {
+          record(s);
         }
       }
     }
-    if (!error) {
-      // Threaded BLAS at the top, with no more threads than the supernode's work keeps busy (OpenBLAS
-      // splits even small products across every thread it is given, which costs more than it saves).
-      BlasThreads blas(threads_);
-      std::vector<index_t> relpos(S.n);
-      std::vector<double> work(work_size_);
-      for (index_t s : top_) {
-        const double k = S.supernode_cols(s), m = S.supernode_rows(s);
-        const int wanted = static_cast<int>(std::clamp(k * m * m / kFlopsPerBlasThread, 1.0, double(threads_)));
-        blas.set(wanted);
-        factor_supernode(s, A, relpos, work);
-        if (progress_) progress_(*this, s, s);
-      }
+  }
+  if (!error) {
+    // Threaded BLAS at the top, with no more threads than the supernode's work keeps busy (OpenBLAS
+    // splits even small products across every thread it is given, which costs more than it saves).
+    BlasThreads blas(threads_);
+    std::vector<index_t> relpos(S.n);
+    std::vector<double> work(work_size_);
+    for (index_t s : top_) {
+      const double k = S.supernode_cols(s), m = S.supernode_rows(s);
+      const int wanted = static_cast<int>(std::clamp(k * m * m / kFlopsPerBlasThread, 1.0, double(threads_)));
+      blas.set(wanted);
+      factor_supernode(s, A, relpos, work);
+      if (progress_) progress_(*this, s, s);
     }
-  } catch (const std::bad_alloc&) {
-    throw ResourceError("factorize: out of memory for the workspace");
   }
   if (error) std::rethrow_exception(error);
-  valid_ = true;
 }
 
 void NumericFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vector<index_t>& relpos,
@@ -252,8 +275,8 @@ void NumericFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vect
 
   auto not_positive_definite = [&](index_t j) {
     return NumericalError(NumericalError::Kind::not_positive_definite, S.perm[j],
-                          "factorize: the matrix is not positive definite: the pivot of column " +
-                              std::to_string(S.perm[j]) + " (0-based, original numbering) is not positive");
+                          "factorize: the matrix is not positive definite: the pivot of " +
+                              column_name(S.perm[j]) + " is not positive");
   };
   if (k <= kNarrow) {
     // Narrow supernode: column-by-column Cholesky of the whole panel (potrf and trsm in one pass).
@@ -289,8 +312,8 @@ void NumericFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vect
     if (pivot * pivot <= eps * a_jj) {
       const index_t j = S.perm[f + c];
       throw NumericalError(NumericalError::Kind::singular, j,
-                           "factorize: the matrix is numerically singular: the pivot of column " + std::to_string(j) +
-                               " (0-based, original numbering) lost all significant digits");
+                           "factorize: the matrix is numerically singular: the pivot of " + column_name(j) +
+                               " lost all significant digits");
     }
   }
 }

@@ -4,7 +4,8 @@
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config zlib1g-dev libopenblas-dev libmetis-dev
           libsuitesparse-dev libgtest-dev libeigen3-dev libcli11-dev nlohmann-json3-dev
-          python3-dev python3-pybind11 python3-numpy python3-scipy python3-pytest python3-matplotlib)
+          python3-dev python3-pybind11 python3-numpy python3-scipy python3-pytest python3-matplotlib
+          clang libclang-rt-14-dev libomp-14-dev)  # the sanitizer and fuzzing build (scripts/sanitize.sh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
-cd build && ctest --output-on-failure --parallel "$(nproc)"
+(cd build && ctest --output-on-failure --parallel "$(nproc)")
+scripts/sanitize.sh  # host-only ASan/UBSan build and its tests, then the fuzzers of the readers

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "../core/blas.hpp"
+#include "../core/out_of_memory.hpp"
+#include "../core/messages.hpp"
 #include "spade/error.hpp"
 #include "spade/solve.hpp"
 
@@ -32,9 +34,7 @@ std::size_t max_below(const SymbolicFactor& S) {
   return most;
 }
 
-}  // namespace
-
-void forward_solve(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy) {
+void forward_sweep(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy) {
   check_shape(F, nrhs, ldy, "forward_solve");
   const SymbolicFactor& S = F.symbolic();
   std::vector<double> t(max_below(S) * static_cast<std::size_t>(nrhs));
@@ -72,7 +72,7 @@ void forward_solve(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy)
   }
 }
 
-void backward_solve(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy) {
+void backward_sweep(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy) {
   check_shape(F, nrhs, ldy, "backward_solve");
   const SymbolicFactor& S = F.symbolic();
   std::vector<double> t(max_below(S) * static_cast<std::size_t>(nrhs));
@@ -113,22 +113,35 @@ void backward_solve(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy
   }
 }
 
-void solve_in_place(const NumericFactor& F, double* X, index_t nrhs, index_t ldx) {
+void solve_permuted(const NumericFactor& F, double* X, index_t nrhs, index_t ldx) {
   check_shape(F, nrhs, ldx, "solve");
   const SymbolicFactor& S = F.symbolic();
   const index_t n = S.n;
   for (index_t r = 0; r < nrhs; ++r)
     for (index_t i = 0; i < n; ++i)
       if (!std::isfinite(X[i + static_cast<offset_t>(r) * ldx]))
-        throw InvalidInput("solve: right-hand side entry (" + std::to_string(i) + ", " + std::to_string(r) +
-                           ") is not finite");
+        throw InvalidInput("solve: right-hand side entry " + entry_name("B", i, r) + " is not finite");
   std::vector<double> W(static_cast<std::size_t>(n) * nrhs);
   for (index_t r = 0; r < nrhs; ++r)
     for (index_t k = 0; k < n; ++k) W[k + static_cast<offset_t>(r) * n] = X[S.perm[k] + static_cast<offset_t>(r) * ldx];
-  forward_solve(F, W.data(), nrhs, std::max<index_t>(n, 1));
-  backward_solve(F, W.data(), nrhs, std::max<index_t>(n, 1));
+  forward_sweep(F, W.data(), nrhs, std::max<index_t>(n, 1));
+  backward_sweep(F, W.data(), nrhs, std::max<index_t>(n, 1));
   for (index_t r = 0; r < nrhs; ++r)
     for (index_t k = 0; k < n; ++k) X[S.perm[k] + static_cast<offset_t>(r) * ldx] = W[k + static_cast<offset_t>(r) * n];
+}
+
+}  // namespace
+
+void forward_solve(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy) {
+  out_of_memory_is_resource_error("forward_solve", [&] { forward_sweep(F, Y, nrhs, ldy); });
+}
+
+void backward_solve(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy) {
+  out_of_memory_is_resource_error("backward_solve", [&] { backward_sweep(F, Y, nrhs, ldy); });
+}
+
+void solve_in_place(const NumericFactor& F, double* X, index_t nrhs, index_t ldx) {
+  out_of_memory_is_resource_error("solve", [&] { solve_permuted(F, X, nrhs, ldx); });
 }
 
 }  // namespace spade

@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "../core/messages.hpp"
 #include "spade/error.hpp"
 #include "refine_loop.hpp"
+#include "../core/out_of_memory.hpp"
 #include "spade/solve.hpp"
 
 namespace spade {
@@ -55,12 +57,16 @@ RefinementStep evaluate(const SparseMatrix& A, const double* B, index_t ldb, con
 }  // namespace
 
 RefinementStep backward_error(const SparseMatrix& A, const double* b, const double* x) {
-  std::vector<double> r(A.rows());
-  return residual_and_error(A, b, x, r.data());
+  return out_of_memory_is_resource_error("backward_error", [&] {
+    std::vector<double> r(A.rows());
+    return residual_and_error(A, b, x, r.data());
+  });
 }
 
-RefinementResult solve_refined(const SparseMatrix& A, const SolveFunction& solve, const double* B, index_t ldb,
-                               double* X, index_t ldx, index_t nrhs, const RefineOptions& options) {
+namespace {
+
+RefinementResult refine_with(const SparseMatrix& A, const SolveFunction& solve, const double* B, index_t ldb,
+                             double* X, index_t ldx, index_t nrhs, const RefineOptions& options) {
   const index_t n = A.rows();
   if (!A.is_square()) throw InvalidInput("solve_refined: A must be square");
   if (nrhs < 0 || ldb < std::max<index_t>(1, n) || ldx < std::max<index_t>(1, n))
@@ -68,8 +74,7 @@ RefinementResult solve_refined(const SparseMatrix& A, const SolveFunction& solve
   for (index_t r = 0; r < nrhs; ++r)
     for (index_t i = 0; i < n; ++i)
       if (!std::isfinite(B[i + static_cast<offset_t>(r) * ldb]))
-        throw InvalidInput("solve: right-hand side entry (" + std::to_string(i) + ", " + std::to_string(r) +
-                           ") is not finite");
+        throw InvalidInput("solve: right-hand side entry " + entry_name("B", i, r) + " is not finite");
   // D holds the residual B - A X of the latest evaluation, then the correction solved from it.
   std::vector<double> D(static_cast<std::size_t>(n) * nrhs), previous(D.size());
   struct HostOps {
@@ -104,6 +109,14 @@ RefinementResult solve_refined(const SparseMatrix& A, const SolveFunction& solve
     }
   } ops{A, solve, B, ldb, X, ldx, nrhs, n, D, previous};
   return refine_loop(ops, options);
+}
+
+}  // namespace
+
+RefinementResult solve_refined(const SparseMatrix& A, const SolveFunction& solve, const double* B, index_t ldb,
+                               double* X, index_t ldx, index_t nrhs, const RefineOptions& options) {
+  return out_of_memory_is_resource_error(
+      "solve_refined", [&] { return refine_with(A, solve, B, ldb, X, ldx, nrhs, options); });
 }
 
 RefinementResult solve_refined(const SparseMatrix& A, const NumericFactor& F, const double* B, index_t ldb, double* X,

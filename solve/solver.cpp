@@ -11,6 +11,7 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -18,6 +19,7 @@
 #include "../kernels/cuda_check.hpp"
 #include "gpu_solve.hpp"
 #include "refine_loop.hpp"
+#include "../core/messages.hpp"
 #include "spade/error.hpp"
 
 namespace spade {
@@ -26,6 +28,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+/// Starts f on a new thread; the system's refusal (std::system_error, e.g. under a memory or process
+/// limit) becomes a ResourceError naming `what`.
+template <typename F>
+std::thread start_thread(const char* what, F&& f) {
+  try {
+    return std::thread(std::forward<F>(f));
+  } catch (const std::system_error& e) {
+    throw ResourceError(std::string("cannot start the ") + what + " thread: " + e.what());
+  }
+}
 
 /// Ranges of finished supernodes, from the factoring threads to the plan's thread.
 class RangeQueue {
@@ -113,8 +126,7 @@ void check_finite(const double* X, index_t n, index_t nrhs, index_t ldx) {
   for (index_t r = 0; r < nrhs; ++r)
     for (index_t i = 0; i < n; ++i)
       if (!std::isfinite(X[i + static_cast<offset_t>(r) * ldx]))
-        throw InvalidInput("solve: right-hand side entry (" + std::to_string(i) + ", " + std::to_string(r) +
-                           ") is not finite");
+        throw InvalidInput("solve: right-hand side entry " + entry_name("B", i, r) + " is not finite");
 }
 
 /// Right-hand sides per chunk when `blocks` device blocks of n x chunk doubles must fit in a quarter of the
@@ -243,11 +255,17 @@ struct Solver::Impl {
                                static_cast<std::size_t>(A->rows() + 1) * sizeof(int);
     std::size_t free_bytes = 0, total_bytes = 0;
     gpu_memory(free_bytes, total_bytes);
+    const std::size_t limit = options.device_memory_limit;
     const std::size_t wanted = need.total() + refine + (std::size_t(64) << 20);
-    if (wanted > free_bytes) {
-      char line[200];
-      std::snprintf(line, sizeof line, "the GPU solve needs %.2f GiB of device memory, %.2f GiB are free",
-                    wanted / 1073741824.0, free_bytes / 1073741824.0);
+    if (wanted > free_bytes || (limit > 0 && wanted > limit)) {
+      char line[240];
+      if (limit > 0 && limit < free_bytes)
+        std::snprintf(line, sizeof line,
+                      "the GPU solve needs %.2f GiB of device memory, the device memory limit is %.2f GiB",
+                      wanted / 1073741824.0, limit / 1073741824.0);
+      else
+        std::snprintf(line, sizeof line, "the GPU solve needs %.2f GiB of device memory, %.2f GiB are free",
+                      wanted / 1073741824.0, free_bytes / 1073741824.0);
       return line;
     }
     plan = std::make_unique<GpuSolvePlan>(symbolic, std::move(schedule));
@@ -337,7 +355,7 @@ void Solver::analyze(const SparseMatrix& A) {
   std::thread probe;
   std::exception_ptr probe_error;
   if (s.options.placement != Placement::cpu && !s.device_ok) {
-    probe = std::thread([&] {
+    probe = start_thread("GPU probe", [&] {
       try {
         s.device_ok = probe_device(s.device, s.device_description, s.device_problem);
       } catch (...) {
@@ -384,7 +402,7 @@ void Solver::factorize(const SparseMatrix& A) {
     s.queue.open();
     s.streaming = true;
     const double* existing = s.factor ? s.factor->values().data() : nullptr;
-    worker = std::thread([&, existing] { s.feed_plan(existing, factor_failed, problem, gpu_error); });
+    worker = start_thread("GPU plan", [&, existing] { s.feed_plan(existing, factor_failed, problem, gpu_error); });
   }
   const auto t0 = Clock::now();
   try {

@@ -1,38 +1,12 @@
-// Shared by the tests whose tolerances scale with the condition number.
+// Shared by the tests whose tolerances scale with the condition number (spade::condition_estimate).
 #pragma once
 
-#include <algorithm>
-#include <cmath>
+#include <string>
 #include <vector>
 
 #include "spade/solve.hpp"
-#include "spade/sparse_matrix.hpp"
-
-extern "C" void dlacn2_(const int* n, double* v, double* x, int* isgn, double* est, int* kase, int* isave);
 
 namespace spade::testing {
-
-/// kappa_1(A) = ||A||_1 ||A^{-1}||_1, the inverse's norm estimated by LAPACK's dlacn2 (Hager's method as
-/// refined by Higham, the estimator of LAPACK's dpocon) from `solve`; A symmetric, so A^{-1} and A^{-T}
-/// are the same solve, and kappa_1 = kappa_inf.
-inline double condition_estimate(const SparseMatrix& A, const SolveFunction& solve) {
-  const int n = A.cols();
-  double norm = 0;
-  for (index_t j = 0; j < n; ++j) {
-    double column = 0;
-    for (offset_t k = A.col_ptr()[j]; k < A.col_ptr()[j + 1]; ++k) column += std::abs(A.values()[k]);
-    norm = std::max(norm, column);
-  }
-  std::vector<double> v(n), x(n);
-  std::vector<int> isgn(n);
-  int kase = 0, isave[3] = {0, 0, 0};
-  double inverse_norm = 0;
-  do {
-    dlacn2_(&n, v.data(), x.data(), isgn.data(), &inverse_norm, &kase, isave);
-    if (kase != 0) solve(x.data(), 1, n);
-  } while (kase != 0);
-  return norm * inverse_norm;
-}
 
 /// The SPD matrices of ../shared/matrices (its README's table).
 inline const std::vector<const char*>& spd_matrices() {

@@ -409,7 +409,7 @@ TEST_P(RealSpd, RefinedBackwardErrorBelow1e14AndForwardErrorLikeCholmod) {
   // on an ill-conditioned matrix CHOLMOD's error moves with the BLAS kernels (lund_a, kappa_1 about 5e6:
   // CHOLMOD's error 1.7e-13 with OpenBLAS on an AMD EPYC, spade's 2.4e-12).
   const double kappa =
-      testing::condition_estimate(A, [&F](double* x, index_t k, index_t ld) { solve_in_place(F, x, k, ld); });
+      condition_estimate(A, [&F](double* x, index_t k, index_t ld) { solve_in_place(F, x, k, ld); });
   EXPECT_LE(err / norm, std::max(10 * err_cholmod / norm + 100 * kEps, 4 * kappa * std::max(r.steps.back().berr, kEps)))
       << file << ": kappa_1 about " << kappa << ", CHOLMOD's error " << err_cholmod / norm;
 }

@@ -507,6 +507,87 @@ TEST(MatrixMarketFiles, CorruptGzip) {
             only_magic + ": corrupt gzip stream: unexpected end of file");
 }
 
+TEST(MatrixMarketFiles, GzipBombIsRefusedEarly) {
+  TempDir dir;
+  // 160 MiB of blanks after a valid banner deflate to about 160 KB, a ratio near 1000: past the limit of
+  // 100 times that plus 64 MiB.
+  const std::string path = dir.file("bomb.mtx.gz");
+  gzFile gz = gzopen(path.c_str(), "wb9");
+  ASSERT_NE(gz, nullptr);
+  const std::string banner = "%%MatrixMarket matrix coordinate real general\n";
+  ASSERT_EQ(gzwrite(gz, banner.data(), static_cast<unsigned>(banner.size())), static_cast<int>(banner.size()));
+  const std::string blanks(1 << 20, ' ');
+  for (int k = 0; k < 160; ++k)
+    ASSERT_EQ(gzwrite(gz, blanks.data(), static_cast<unsigned>(blanks.size())), static_cast<int>(blanks.size()));
+  ASSERT_EQ(gzclose(gz), Z_OK);
+  const std::string message = error_of<InvalidInput>([&] { read_matrix_market(path); });
+  EXPECT_NE(message.find("refused as a likely gzip bomb"), std::string::npos) << message;
+  EXPECT_EQ(message.rfind(path + ": ", 0), 0u) << message;
+}
+
+// ---- hostile input in messages -----------------------------------------------------------------------------
+
+TEST(QuotedInput, ShortTextIsKeptAndEscaped) {
+  EXPECT_EQ(quote("abc"), "'abc'");
+  EXPECT_EQ(quote("a\nb\tc\\"), "'a\\nb\\tc\\\\'");
+  EXPECT_EQ(quote(std::string("\x01\x7f", 2)), "'\\x01\\x7f'");
+  EXPECT_EQ(quote("caf\xc3\xa9"), "'caf\xc3\xa9'");                // valid UTF-8 passes through
+  EXPECT_EQ(quote("\xff\xc3("), "'\\xff\\xc3('");                 // invalid bytes are escaped
+  EXPECT_EQ(quote("\xed\xa0\x80"), "'\\xed\\xa0\\x80'");       // a UTF-16 surrogate is not UTF-8
+  EXPECT_EQ(quote("\xe0\x80\x80"), "'\\xe0\\x80\\x80'");       // nor an overlong form
+}
+
+TEST(QuotedInput, LongTextIsCutOnACharacterBoundaryWithItsLength) {
+  EXPECT_EQ(quote(std::string(1000000, 'x'), 5), "'xxxxx'... (1000000 bytes in all)");
+  EXPECT_EQ(printable("ab\xc3\xa9", 3), "ab... (4 bytes in all)");  // never half a character
+  EXPECT_EQ(printable(std::string(10, 'y'), 10), "yyyyyyyyyy");
+}
+
+TEST(MatrixMarketErrors, HugeAndBinaryTokensAreQuotedShortAndEscaped) {
+  const std::string huge(1 << 20, 'x');
+  EXPECT_EQ(parse_error("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 " + huge + "\n"),
+            "A.mtx:3: invalid value '" + std::string(40, 'x') + "'... (1048576 bytes in all)");
+  EXPECT_EQ(parse_error("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 \x01\xff\x1b[31m\n"),
+            "A.mtx:3: invalid value '\\x01\\xff\\x1b[31m'");
+  EXPECT_EQ(parse_error("%%MatrixMarket matrix " + huge + " real general\n"),
+            "A.mtx:1: unknown format '" + std::string(40, 'x') + "'... (1048576 bytes in all) (expected coordinate or array)");
+  const std::string message = error_of<InvalidInput>(
+      [&] { parse_matrix_market("%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 1\n", huge); });
+  EXPECT_LT(message.size(), 300u);
+  EXPECT_NE(message.find("(1048576 bytes in all)"), std::string::npos) << message;
+}
+
+TEST(MatrixMarketErrors, DuplicatesThatSumToInfinity) {
+  EXPECT_EQ(parse_error("%%MatrixMarket matrix coordinate real general\n2 2 2\n2 1 1e308\n2 1 1e308\n"),
+            "A.mtx: the entries at (2, 1) (1-based) repeat, and their values sum to a number that is not finite");
+  EXPECT_EQ(error_of<InvalidInput>([] {
+              parse_dense_matrix_market("%%MatrixMarket matrix coordinate real general\n2 1 2\n2 1 -1e308\n"
+                                        "2 1 -1e308\n", "b.mtx");
+            }),
+            "b.mtx:4: entry (2, 1) repeats, and its values sum to a number that is not finite");
+}
+
+TEST(MatrixMarketErrors, CallerLimitsComeBeforeAnyAllocation) {
+  MatrixMarketOptions sparse;
+  sparse.max_dimension = 1000;
+  EXPECT_EQ(error_of<ResourceError>([&] {
+              parse_matrix_market("%%MatrixMarket matrix coordinate real general\n3 2000000000 0\n", "A.mtx", sparse);
+            }),
+            "A.mtx:2: 3 x 2000000000 matrix: dimension 2000000000 exceeds the limit of 1000 set by the caller");
+  DenseMatrixMarketOptions dense;
+  dense.max_entries = 1000;
+  EXPECT_EQ(error_of<ResourceError>([&] {
+              parse_dense_matrix_market("%%MatrixMarket matrix coordinate real general\n3 1000000000 0\n", "b.mtx",
+                                        dense);
+            }),
+            "b.mtx:2: a dense 3 x 1000000000 matrix exceeds the limit of 1000 entries set by the caller");
+  dense.rows = 4;
+  EXPECT_EQ(error_of<InvalidInput>([&] {
+              parse_dense_matrix_market("%%MatrixMarket matrix array real general\n3 1\n1\n2\n3\n", "b.mtx", dense);
+            }),
+            "b.mtx:2: the matrix has 3 rows; 4 are needed");
+}
+
 // ---- dense reader and writer -------------------------------------------------------------------------------
 
 TEST(DenseMatrixMarket, WriteReadRoundTripIsExact) {

@@ -268,7 +268,7 @@ void check_reference_solve(const SparseMatrix& A, const AnalyzeOptions& options,
   schedule_solve_reference(*S, schedule, M.data(), B.data(), n, X.data(), n, nrhs);
   schedule_solve_reference(*S, schedule, M.data(), in_place.data(), n, in_place.data(), n, nrhs);
   const double kappa =
-      testing::condition_estimate(A, [&F](double* x, index_t k, index_t ld) { solve_in_place(F, x, k, ld); });
+      condition_estimate(A, [&F](double* x, index_t k, index_t ld) { solve_in_place(F, x, k, ld); });
   EXPECT_LE(relative_difference(X, host), 100 * kEps * kappa) << what << ", kappa_1 about " << kappa;
   EXPECT_EQ(X, in_place) << what;
 }

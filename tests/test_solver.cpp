@@ -67,7 +67,7 @@ SolverOptions on(Placement placement) {
 }
 
 double condition_of(const SparseMatrix& A, const NumericFactor& F) {
-  return testing::condition_estimate(A, [&F](double* x, index_t k, index_t ld) { solve_in_place(F, x, k, ld); });
+  return condition_estimate(A, [&F](double* x, index_t k, index_t ld) { solve_in_place(F, x, k, ld); });
 }
 
 // ---- every placement ----

@@ -29,7 +29,8 @@ using FactorProgress = std::function<void(const NumericFactor& factor, index_t f
 struct FactorOptions {
   /// Threads for the factorization: independent subtrees run on this many OpenMP threads with one BLAS
   /// thread each; then the supernodes at the top of the tree run one after another with this many BLAS
-  /// threads. 0 means omp_get_max_threads() (OMP_NUM_THREADS). OpenBLAS's own setting is restored after.
+  /// threads. 0 means omp_get_max_threads() (OMP_NUM_THREADS). Either is clamped to omp_get_num_procs();
+  /// threads() reports the count used. OpenBLAS's own setting is restored after.
   int threads = 0;
   /// Called as supernodes become final (see FactorProgress); empty for none. Kept for refactorize().
   FactorProgress progress;
@@ -76,6 +77,7 @@ class NumericFactor {
     index_t source;
     index_t first_row;
   };
+  void factor_all(const SparseMatrix& A);  // refactorize() without the bookkeeping of valid_
   void build_update_lists();
   void plan_subtrees();
   void factor_supernode(index_t s, const SparseMatrix& A, std::vector<index_t>& relpos, std::vector<double>& work);

@@ -8,9 +8,11 @@
 // Every spade function that can fail throws one of these; none returns success on failure.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace spade {
 
@@ -46,5 +48,15 @@ class NumericalError : public Error {
   Kind kind_;
   std::int64_t index_;
 };
+
+/// Input text (a token of a file, a path, a command-line value) made safe to put in a one-line message:
+/// at most `max_chars` bytes of `text` are kept, never splitting a UTF-8 character; valid UTF-8 passes
+/// through, while control bytes, DEL, a backslash and every byte of an invalid UTF-8 sequence are written
+/// as C escapes (`\n`, `\t`, `\\`, `\xHH`); when text is cut, "... (N bytes in all)" follows. Never
+/// throws except std::bad_alloc.
+std::string printable(std::string_view text, std::size_t max_chars = 40);
+
+/// printable(text, max_chars) between single quotes: `'text'` or `'tex'... (N bytes in all)`.
+std::string quote(std::string_view text, std::size_t max_chars = 40);
 
 }  // namespace spade

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ enum class PatternValues {
 
 struct MatrixMarketOptions {
   PatternValues pattern_values = PatternValues::reject;
+  /// Rows or columns above this are refused (ResourceError) before anything is allocated: the compressed
+  /// columns take 8 bytes per column whatever the number of entries. The default is the index limit.
+  std::int64_t max_dimension = std::numeric_limits<index_t>::max();
 };
 
 /// What the header and size line of a file said (filled by read_matrix_market when asked, on success only).
@@ -49,9 +53,11 @@ struct MatrixMarketInfo {
 /// whatever its name). Throws InvalidInput with the file name and line number for a malformed or truncated
 /// file (bad banner, bad size line, too few or too many entries, an unparsable number, an index out of
 /// range, an entry above the diagonal of a symmetric or skew-symmetric file, a diagonal entry of a
-/// skew-symmetric file), a corrupt gzip stream (zlib's message), an unsupported header (complex, hermitian,
+/// skew-symmetric file), duplicate entries whose values sum to Inf, a corrupt gzip stream (zlib's message)
+/// or one that inflates to more than 100 times its compressed size plus 64 MiB (a gzip bomb), an unsupported header (complex, hermitian,
 /// an unknown word, or the dense `array` format), a pattern file under PatternValues::reject, or a NaN/Inf
-/// value; ResourceError if the file cannot be opened or read, or rows or cols exceed 2^31 - 1.
+/// value; ResourceError if the file cannot be opened or read, or rows or cols exceed 2^31 - 1 or
+/// options.max_dimension. Input text quoted in a message is cut and escaped (spade::quote).
 SparseMatrix read_matrix_market(const std::string& path, const MatrixMarketOptions& options = {},
                                 MatrixMarketInfo* info = nullptr);
 
@@ -65,11 +71,23 @@ struct DenseMatrix {
   std::vector<double> values;
 };
 
+/// Shape requirements checked after the size line, before anything is allocated.
+struct DenseMatrixMarketOptions {
+  std::int64_t rows = -1;  ///< the number of rows the caller needs (InvalidInput otherwise); -1: any
+  /// rows * cols above this is refused (ResourceError): a coordinate file may declare a huge matrix in a
+  /// few bytes, and its missing entries are zeros that must be stored.
+  std::int64_t max_entries = std::numeric_limits<std::int64_t>::max();
+};
+
 /// Reads a dense matrix: an `array real|integer general` file, or a `coordinate` file (real or integer, any
 /// symmetry; missing entries are zero, duplicates summed). Same errors as read_matrix_market, except that a
-/// pattern file is always rejected and the size limit is the memory for rows * cols doubles
-/// (ResourceError).
-DenseMatrix read_dense_matrix_market(const std::string& path);
+/// pattern file is always rejected, a row count other than options.rows is InvalidInput, and the size
+/// limit is options.max_entries and the memory for rows * cols doubles (ResourceError).
+DenseMatrix read_dense_matrix_market(const std::string& path, const DenseMatrixMarketOptions& options = {});
+
+/// Same, from the text of a file held in memory (`name` is used in error messages).
+DenseMatrix parse_dense_matrix_market(const std::string& text, const std::string& name = "<memory>",
+                                      const DenseMatrixMarketOptions& options = {});
 
 /// Writes `m` as `%%MatrixMarket matrix array real general` with 17 significant digits (round-trips
 /// doubles exactly; NaN and Inf are written as `nan` and `inf`, which the readers reject). Throws

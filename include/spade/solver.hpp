@@ -56,9 +56,13 @@ Placement parse_placement(const std::string& name);
 
 struct SolverOptions {
   AnalyzeOptions analyze;                      ///< ordering and supernode relaxation
-  int threads = 0;                             ///< factorization and host solve; 0 = omp_get_max_threads()
+  int threads = 0;  ///< factorization and host solve; 0 = omp_get_max_threads(); at most omp_get_num_procs()
   Placement placement = Placement::automatic;  ///< see the file comment
   RefineOptions refine;                        ///< for solve_refined
+  /// Bytes of device memory the GPU solve may take; 0: the GPU's free memory. A plan that needs more is
+  /// not built: `automatic` solves on the host (report().placement_reason says why), `gpu` throws
+  /// ResourceError. Set before analyze(); it leaves room for other work on the GPU, and tests the fallback.
+  std::size_t device_memory_limit = 0;
 };
 
 /// A timed phase: "order", "symbolic", "numeric", "solve" or "refine" (the latest of each), wall seconds,
