@@ -251,7 +251,6 @@ DiagonalMagnitude diagonal_magnitude(const SparseMatrix& A) {
   if (A.cols() == 0) return d;
   d.min_ratio = infinity;
   double log_sum = 0;
-  index_t nonzero = 0;
   for (index_t j = 0; j < A.cols(); ++j) {
     double col_max = 0, diagonal = 0;
     for (offset_t p = A.col_ptr()[j]; p < A.col_ptr()[j + 1]; ++p) {
@@ -260,14 +259,12 @@ DiagonalMagnitude diagonal_magnitude(const SparseMatrix& A) {
     }
     const double ratio = diagonal > 0 ? diagonal / col_max : 0;
     d.min_ratio = std::min(d.min_ratio, ratio);
-    if (ratio > 0) {
+    if (ratio > 0)
       log_sum += std::log(ratio);
-      ++nonzero;
-    } else {
+    else
       ++d.zero_diagonals;
-    }
   }
-  d.geometric_mean = nonzero > 0 ? std::exp(log_sum / nonzero) : 0;
+  d.geometric_mean = d.zero_diagonals == 0 ? std::exp(log_sum / A.cols()) : 0;
   return d;
 }
 

@@ -172,8 +172,11 @@ TEST(Matching, GoldenZeroDiagonal) {
   const DiagonalMagnitude before = diagonal_magnitude(A);
   EXPECT_EQ(before.zero_diagonals, 2);
   EXPECT_EQ(before.min_ratio, 0);
-  EXPECT_EQ(before.geometric_mean, 1);  // the one nonzero ratio, 4 / 4
-  EXPECT_EQ(diagonal_magnitude(permute_rows(A, m.row_perm)).zero_diagonals, 0);
+  EXPECT_EQ(before.geometric_mean, 0);
+  const DiagonalMagnitude matched = diagonal_magnitude(permute_rows(A, m.row_perm));
+  EXPECT_EQ(matched.zero_diagonals, 0);
+  EXPECT_NEAR(matched.geometric_mean, std::cbrt(1.0 / 3), 1e-15);  // ratios 2 of 2, 1 of 3, 4 of 4
+  EXPECT_NEAR(matched.min_ratio, 1.0 / 3, 1e-15);
 }
 
 TEST(Matching, EmptyAndOneByOne) {
@@ -401,7 +404,9 @@ TEST(Matching, RealMatrices) {
     try {
       const MaximumProductMatching m = maximum_product_matching(A);
       expect_valid(A, m, file);
-      EXPECT_EQ(diagonal_magnitude(permute_rows(A, m.row_perm)).zero_diagonals, 0);
+      const DiagonalMagnitude before = diagonal_magnitude(A), after = diagonal_magnitude(permute_rows(A, m.row_perm));
+      EXPECT_EQ(after.zero_diagonals, 0);
+      EXPECT_GE(after.geometric_mean, before.geometric_mean * (1 - 1e-12));  // the maximized product
     } catch (const StructurallySingular& e) {
       expect_truly_unmatchable(A, std::string(file) + ": " + e.what());
     }

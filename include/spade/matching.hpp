@@ -68,11 +68,11 @@ SparseMatrix permute_rows(const SparseMatrix& A, const std::vector<index_t>& row
 SparseMatrix scale(const SparseMatrix& A, const std::vector<double>& row_scale, const std::vector<double>& col_scale);
 
 /// How large the diagonal of a square A is relative to its columns: ratio_j = |a_jj| / max_i |a_ij|, taken
-/// as 0 when a_jj is not stored, is 0, or column j has no nonzero value. 1 everywhere after a maximum-product
-/// matching and its scaling.
+/// as 0 when a_jj is not stored, is 0, or column j has no nonzero value. A maximum-product matching
+/// maximizes the geometric mean over the row permutations; its scaling makes every ratio 1.
 struct DiagonalMagnitude {
   double min_ratio = 0;        ///< min_j ratio_j (0 for n = 0)
-  double geometric_mean = 0;   ///< (prod of the nonzero ratio_j)^(1 / their number); 0 when none is nonzero
+  double geometric_mean = 0;   ///< (prod_j ratio_j)^(1 / n): 0 when any ratio is 0 (and for n = 0)
   index_t zero_diagonals = 0;  ///< columns j with ratio_j = 0 (a_jj not stored, or 0)
 };
 
