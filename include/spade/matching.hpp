@@ -14,6 +14,8 @@
 // MC64 itself (HSL) is not used: Debian's SuperLU and SuperLU_DIST ship mc64ad only as a stub that aborts.
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "spade/error.hpp"
@@ -23,8 +25,8 @@ namespace spade {
 
 /// A square matrix has no perfect matching on its nonzero entries (it is singular for any values on that
 /// pattern). index() (from NumericalError, kind() == singular) is the row or column, 0-based, that side()
-/// says: an empty row, an empty column, or a column that no maximum matching needs (one of k columns whose
-/// nonzero entries lie in only k - 1 rows; the message gives k).
+/// says: an empty row, an empty column, or a column that some maximum matching leaves unmatched (one of k
+/// columns whose nonzero entries lie in only k - 1 rows; the message gives k).
 class StructurallySingular : public NumericalError {
  public:
   enum class Side { row, column };
@@ -51,7 +53,7 @@ struct MaximumProductMatching {
 /// Maximum-product matching of the square matrix A with the scalings of its duals (see the file comment):
 /// with B(i, j) = row_scale[i] * A(i, j) * col_scale[j], |B(i, j)| <= 1 for every entry and
 /// |B(row_perm[j], j)| = 1 for every column j, both up to a few ulps of rounding in exp and log. An entry
-/// whose value is 0 is not an edge of the bipartite graph. Cost O(n (nnz + n) log n) in the worst case.
+/// whose value is 0 is not an edge of the bipartite graph. Time O(n (nnz + n) log n) in the worst case.
 /// Throws InvalidInput for a non-square A or a value that is NaN or infinite (naming the entry);
 /// StructurallySingular when A has an empty row or column (after ignoring zero values) or no perfect
 /// matching; NumericalError (kind not_finite, index = the row or column named in the message) when a
