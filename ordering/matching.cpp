@@ -116,16 +116,20 @@ MaximumProductMatching maximum_product_matching(const SparseMatrix& A) {
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap;
   for (index_t j0 = 0; j0 < n; ++j0) {
     if (row_of_col[j0] != -1) continue;
+    // bound: the shortest path to a free row found so far. A path at least that long cannot be shorter than
+    // the one the search will end with, so it is not followed (Duff and Koster's bound on the search).
+    double bound = infinity;
     auto relax = [&](index_t j, double base) {
       for (offset_t p = ap[j]; p < ap[j + 1]; ++p) {
         const index_t k = ai[p];
         if (settled[k] || cost[p] == infinity) continue;
         const double d = base + std::max(0.0, cost[p] - u[k] - v[j]);
-        if (d < dist[k]) {
+        if (d < dist[k] && d < bound) {
           if (dist[k] == infinity) touched.push_back(k);
           dist[k] = d;
           pred[k] = j;
           heap.emplace(d, k);
+          if (col_of_row[k] == -1) bound = d;
         }
       }
     };

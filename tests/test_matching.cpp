@@ -110,10 +110,11 @@ double log_product(const SparseMatrix& A, const std::vector<index_t>& row_perm) 
 }
 
 /// A random n x n matrix with about `per_column` entries per column plus the entries of a random
-/// permutation (so a perfect matching exists), magnitudes 10^U(-6, 6) with random signs.
-SparseMatrix random_matrix(index_t n, int per_column, std::mt19937& rng) {
+/// permutation (so a perfect matching exists), magnitudes 10^U(-decades, decades) with random signs; with
+/// decades = 0 every entry is 1 (2 where two fall on the same place): a pattern, all ties.
+SparseMatrix random_matrix(index_t n, int per_column, std::mt19937& rng, double decades = 6) {
   std::uniform_int_distribution<index_t> row(0, n - 1);
-  std::uniform_real_distribution<double> exponent(-6, 6);
+  std::uniform_real_distribution<double> exponent(-decades, decades);
   std::vector<index_t> sigma(static_cast<std::size_t>(n));
   std::iota(sigma.begin(), sigma.end(), 0);
   std::shuffle(sigma.begin(), sigma.end(), rng);
@@ -122,7 +123,7 @@ SparseMatrix random_matrix(index_t n, int per_column, std::mt19937& rng) {
   auto add = [&](index_t i, index_t j) {
     rows.push_back(i);
     cols.push_back(j);
-    values.push_back((rng() % 2 ? 1 : -1) * std::pow(10.0, exponent(rng)));
+    values.push_back(decades == 0 ? 1.0 : (rng() % 2 ? 1 : -1) * std::pow(10.0, exponent(rng)));
   };
   for (index_t j = 0; j < n; ++j) {
     add(sigma[j], j);
@@ -191,11 +192,13 @@ TEST(Matching, EmptyAndOneByOne) {
 TEST(Matching, RandomMatricesLargerThanAWarp) {
   std::mt19937 rng(29);
   for (const index_t n : {33, 64, 100, 257, 1000})
-    for (const int per_column : {1, 3, 8}) {
-      const SparseMatrix A = random_matrix(n, per_column, rng);
-      const std::string name = "n = " + std::to_string(n) + ", " + std::to_string(per_column) + " per column";
-      expect_valid(A, maximum_product_matching(A), name);
-    }
+    for (const int per_column : {1, 3, 8})
+      for (const double decades : {6.0, 0.0}) {
+        const SparseMatrix A = random_matrix(n, per_column, rng, decades);
+        const std::string name = "n = " + std::to_string(n) + ", " + std::to_string(per_column) +
+                                 " per column, magnitudes over 1e+-" + std::to_string(decades);
+        expect_valid(A, maximum_product_matching(A), name);
+      }
 }
 
 TEST(Matching, OptimalAgainstAllPermutations) {
