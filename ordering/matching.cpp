@@ -9,7 +9,7 @@
 //   r(i, j) = 0 for every matched entry.
 // Each unmatched column j0 is matched by one Dijkstra search over alternating paths (column -> row along a
 // nonzero entry with length r, row -> its matched column with length 0); with dist the distances to rows and
-// L the distance of the first free row reached, u_i += dist_i - L and v_{col of i} -= dist_i - L for every
+// L the distance of the first free row settled, u_i += dist_i - L and v_{col of i} -= dist_i - L for every
 // row settled with dist_i < L, and v_j0 += L, keep both invariants after the path is flipped (the shortest
 // path distances, truncated at L, are feasible potentials for the reduced costs).
 #include "spade/matching.hpp"
