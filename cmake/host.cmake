@@ -11,6 +11,7 @@ add_library(spade_host
   core/matrix_market.cpp
   core/generators.cpp
   ordering/ordering.cpp
+  ordering/matching.cpp
 )
 target_include_directories(spade_host PUBLIC
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
@@ -37,6 +38,12 @@ target_link_libraries(test_ordering PRIVATE spade_host GTest::gtest_main ${CHOLM
 target_compile_definitions(test_ordering PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
 target_compile_options(test_ordering PRIVATE ${SPADE_WARNINGS})
 gtest_discover_tests(test_ordering)
+
+add_executable(test_matching tests/test_matching.cpp)
+target_link_libraries(test_matching PRIVATE spade_host GTest::gtest_main)
+target_compile_definitions(test_matching PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
+target_compile_options(test_matching PRIVATE ${SPADE_WARNINGS})
+gtest_discover_tests(test_matching)
 endif()
 
 if(BUILD_TESTING OR SPADE_BUILD_BENCHMARKS)

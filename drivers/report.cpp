@@ -39,6 +39,22 @@ void print_input(std::FILE* out, const InputSummary& in) {
                std::min(in.rows, in.cols));
 }
 
+void print_matching(std::FILE* out, const MatchingSummary& m, index_t n) {
+  std::fprintf(out, "matching         maximum-product matching with row and column scaling (static pivoting for LU)\n");
+  std::fprintf(out, "  |a_jj| / max_i |a_ij|   smallest    geometric mean   zero diagonals\n");
+  const auto row = [&](const char* name, const DiagonalMagnitude& d) {
+    std::fprintf(out, "  %-22s  %.3e   %.3e        %d of %d\n", name, d.min_ratio, d.geometric_mean,
+                 d.zero_diagonals, n);
+  };
+  row("A", m.original);
+  if (m.matched) row("P A (matched)", *m.matched);
+  if (m.scaled) row("P Dr A Dc (scaled)", *m.scaled);
+  if (m.singular.empty())
+    std::fprintf(out, "  rows moved     %d of %d\n", m.rows_moved, n);
+  else
+    std::fprintf(out, "  singular       %s\n", m.singular.c_str());
+}
+
 void print_analysis(std::FILE* out, const Report& report) {
   std::fprintf(out, "analysis\n");
   if (!report.analysis) {
@@ -127,6 +143,7 @@ void print_report(std::FILE* out, const Report& report) {
   std::fprintf(out, "spade %s: sparse Cholesky P A P^T = L L^T, factored on the host, solved %s\n\n",
                report.command.c_str(), report.solve && report.solve->gpu ? "on the GPU" : "on the host");
   print_input(out, report.input);
+  if (report.matching) print_matching(out, *report.matching, report.input.rows);
   print_analysis(out, report);
   if (report.solve)
     std::fprintf(out, "threads          %d OpenMP (subtrees of the factorization), %d OpenBLAS\n",
@@ -158,6 +175,19 @@ nlohmann::ordered_json to_json(const Report& report) {
                 {"diagonal_entries", in.diagonal_entries},
                 {"pattern_symmetric", in.pattern_symmetric},
                 {"symmetric", in.symmetric}};
+  if (report.matching) {
+    const MatchingSummary& m = *report.matching;
+    const auto magnitude = [](const std::optional<DiagonalMagnitude>& d) {
+      if (!d) return ordered_json();
+      return ordered_json{
+          {"min_ratio", d->min_ratio}, {"geometric_mean", d->geometric_mean}, {"zero_diagonals", d->zero_diagonals}};
+    };
+    j["matching"] = {{"original", magnitude(m.original)},
+                     {"matched", magnitude(m.matched)},
+                     {"scaled", magnitude(m.scaled)},
+                     {"rows_moved", m.singular.empty() ? ordered_json(m.rows_moved) : ordered_json()},
+                     {"structurally_singular", m.singular.empty() ? ordered_json() : ordered_json(m.singular)}};
+  }
   if (report.analysis) {
     const AnalysisSummary& a = *report.analysis;
     j["analysis"] = {{"ordering_requested", a.ordering_requested},

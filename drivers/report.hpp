@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "spade/matching.hpp"
 #include "spade/solve.hpp"
 #include "spade/solver.hpp"
 #include "spade/sparse_matrix.hpp"
@@ -42,7 +43,17 @@ struct AnalysisSummary {
   double solve_flops = 0;  ///< one forward plus backward solve, one right-hand side
 };
 
-/// One timed phase: its name ("read", "generate", "read_rhs", "order", "symbolic", "numeric", "solve",
+/// Static pivoting for LU (info on a square matrix): the maximum-product matching with its scaling
+/// (spade/matching.hpp) and how it moves large entries to the diagonal.
+struct MatchingSummary {
+  DiagonalMagnitude original;  ///< A
+  std::optional<DiagonalMagnitude> matched;  ///< P A, rows permuted by the matching; empty when singular
+  std::optional<DiagonalMagnitude> scaled;   ///< P Dr A Dc, also scaled; empty when singular
+  index_t rows_moved = 0;                    ///< columns j whose matched row is not j
+  std::string singular;  ///< the StructurallySingular message when A has no perfect matching, else empty
+};
+
+/// One timed phase: its name ("read", "generate", "read_rhs", "matching", "order", "symbolic", "numeric", "solve",
 /// "refine"), wall seconds, and the rate in GFlop/s when the phase has a flop count (0 otherwise).
 struct Phase {
   std::string name;
@@ -77,6 +88,7 @@ struct Report {
   InputSummary input;
   std::optional<AnalysisSummary> analysis;
   std::string analysis_skipped;  ///< why there is no analysis (info on a matrix Cholesky cannot take)
+  std::optional<MatchingSummary> matching;  ///< info on a square matrix
   std::vector<Phase> phases;
   std::optional<SolveSummary> solve;
 };

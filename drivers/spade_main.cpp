@@ -37,6 +37,7 @@
 #include "spade/cholesky.hpp"
 #include "spade/error.hpp"
 #include "spade/generators.hpp"
+#include "spade/matching.hpp"
 #include "spade/matrix_market.hpp"
 #include "spade/ordering.hpp"
 #include "spade/solve.hpp"
@@ -181,6 +182,29 @@ void record_analysis(const spade::SymbolicFactor& S, const Options& o, spade::cl
   a.flops = S.flops;
   a.solve_flops = S.solve_flops;
   report.analysis = a;
+}
+
+/// Records the "matching" phase and how the maximum-product matching and its scaling (static pivoting for
+/// a later LU) change the diagonal of the square A. For info, a structurally singular A is described, not
+/// an error.
+void record_matching(const spade::SparseMatrix& A, Progress& progress, spade::cli::Report& report) {
+  spade::cli::MatchingSummary s;
+  s.original = spade::diagonal_magnitude(A);
+  std::optional<spade::MaximumProductMatching> m;
+  const double seconds = progress.run("maximum-product matching and scaling", [&] {
+    try {
+      m = spade::maximum_product_matching(A);
+    } catch (const spade::StructurallySingular& e) {
+      s.singular = e.what();
+    }
+  });
+  report.phases.push_back({"matching", seconds, 0});
+  if (m) {
+    s.matched = spade::diagonal_magnitude(spade::permute_rows(A, m->row_perm));
+    s.scaled = spade::diagonal_magnitude(spade::permute_rows(spade::scale(A, m->row_scale, m->col_scale), m->row_perm));
+    for (index_t j = 0; j < A.cols(); ++j) s.rows_moved += m->row_perm[j] != j;
+  }
+  report.matching = s;
 }
 
 std::string analysis_label(const Options& o) { return "analysis (ordering " + o.ordering + ", symbolic)"; }
@@ -388,6 +412,7 @@ int run_info(const Options& o, Progress& progress) {
   spade::cli::Report report;
   report.command = "info";
   const spade::SparseMatrix A = read_input(o, progress, report);
+  if (A.is_square() && A.rows() > 0) record_matching(A, progress, report);
   if (!report.input.pattern_symmetric)
     report.analysis_skipped = A.is_square() ? "Cholesky needs a symmetric pattern; this one is not symmetric"
                                             : "Cholesky needs a square matrix";
@@ -460,7 +485,7 @@ int main(int argc, char** argv) {
   solve->add_option("--rhs", o.rhs, "right-hand sides, Matrix Market array or coordinate (default: b = A x_true)")
       ->check(CLI::Validator(existing_file, "FILE"));
   add_solve_options(solve, o);
-  CLI::App* info = app.add_subcommand("info", "describe a matrix file and predict the fill of its Cholesky factor");
+  CLI::App* info = app.add_subcommand("info", "describe a matrix file, its maximum-product matching and scaling, and the fill of its Cholesky factor");
   add_file_options(info, o);
   add_common_options(info, o);
   CLI::App* demo = app.add_subcommand("demo", "solve the 3D Poisson problem (7-point Laplacian on an N^3 grid)");

@@ -273,6 +273,53 @@ TEST_F(Cli, Info) {
   EXPECT_NE(general.out.find("diagonal       2 of 2"), std::string::npos) << general.out;
 }
 
+TEST_F(Cli, InfoOnUnsymmetricMatrixReportsTheMatching) {
+  // The tridiagonal golden case of test_matching.cpp with A(0, 3) = 0.5 added (the pattern is no longer
+  // symmetric; the maximum product stays 2 * 5 * 6 * 2 = 120 > 0.5 * 2 * 4 * 6): every row moves, the diagonal
+  // ratios go from 1/2, 1/5, 1/6, 1/2 (geometric mean 120^(-1/4)) to 1.
+  const std::string A = file("tridiag_unsym.mtx",
+                             "%%MatrixMarket matrix coordinate real general\n4 4 11\n1 1 1\n2 1 2\n1 2 5\n2 2 1\n"
+                             "3 2 4\n2 3 3\n3 3 1\n4 3 6\n3 4 2\n4 4 1\n1 4 0.5\n");
+  const Outcome run = spade("info " + A + " --json " + path("unsym.json").string());
+  ASSERT_EQ(run.status, 0) << run.err;
+  for (const char* expected :
+       {"symmetric      no (pattern no, values no)", "Cholesky needs a symmetric pattern", "maximum-product matching",
+        "  A                       1.667e-01   3.021e-01        0 of 4",
+        "  P A (matched)           1.000e+00   1.000e+00        0 of 4", "P Dr A Dc (scaled)", "rows moved     4 of 4",
+        "matching  "})
+    EXPECT_NE(run.out.find(expected), std::string::npos) << expected << " missing from:\n" << run.out;
+  const nlohmann::json j = nlohmann::json::parse(read_file(path("unsym.json")));
+  EXPECT_EQ(j["input"]["pattern_symmetric"], false);
+  EXPECT_EQ(j["input"]["symmetric"], false);
+  const nlohmann::json& m = j["matching"];
+  EXPECT_NEAR(m["original"]["min_ratio"].get<double>(), 1.0 / 6, 1e-15);
+  EXPECT_NEAR(m["original"]["geometric_mean"].get<double>(), std::pow(120.0, -0.25), 1e-15);
+  EXPECT_EQ(m["original"]["zero_diagonals"], 0);
+  EXPECT_EQ(m["matched"]["min_ratio"], 1.0);
+  EXPECT_NEAR(m["scaled"]["min_ratio"].get<double>(), 1, 1e-12);
+  EXPECT_NEAR(m["scaled"]["geometric_mean"].get<double>(), 1, 1e-12);
+  EXPECT_EQ(m["rows_moved"], 4);
+  EXPECT_TRUE(m["structurally_singular"].is_null());
+  EXPECT_TRUE(j["analysis"].is_null());
+  EXPECT_TRUE(j["phases"].contains("matching"));
+
+  // LU does not exist yet: solve still refuses the matrix.
+  expect_error(spade("solve " + A), 2, {"symmetric"});
+
+  // No perfect matching: columns 0 and 1 have their entries only in row 0. info describes it, naming column 1.
+  const std::string S = file("hall.mtx",
+                             "%%MatrixMarket matrix coordinate real general\n3 3 5\n1 1 1\n1 2 2\n1 3 1\n2 3 1\n"
+                             "3 3 1\n");
+  const Outcome singular = spade("info " + S + " --json " + path("hall.json").string());
+  ASSERT_EQ(singular.status, 0) << singular.err;
+  EXPECT_NE(singular.out.find("structurally singular: column 1 (0-based) cannot be matched"), std::string::npos)
+      << singular.out;
+  const nlohmann::json h = nlohmann::json::parse(read_file(path("hall.json")));
+  EXPECT_NE(h["matching"]["structurally_singular"].get<std::string>().find("column 1"), std::string::npos);
+  EXPECT_TRUE(h["matching"]["matched"].is_null());
+  EXPECT_EQ(h["matching"]["original"]["zero_diagonals"], 1);
+}
+
 TEST_F(Cli, Demo) {
   const Outcome run = spade("demo --grid 8 --json " + path("demo.json").string());
   ASSERT_EQ(run.status, 0) << run.err;
