@@ -452,7 +452,10 @@ void Solver::factorize(const SparseMatrix& A) {
     s.report.plan.reset();
     s.use_gpu = false;
     s.report.gpu = false;
-    if (placement == Placement::gpu) throw ResourceError("the GPU solve was requested (placement gpu), but " + why);
+    if (placement == Placement::gpu) {
+      s.factor.reset();  // placement gpu solves on the GPU or not at all: no factor is left to solve with
+      throw ResourceError("the GPU solve was requested (placement gpu), but " + why);
+    }
     s.report.placement_reason = "host solve: " + why;
     return;
   }
