@@ -249,21 +249,13 @@ void GpuSolvePlan::warm_up_inversion() {
   if (tallest.empty()) return;
   PinnedArray<double> ones(static_cast<std::size_t>(widest));
   std::fill(ones.get(), ones.get() + widest, 1.0);
-  const double one = 1.0;
   for (const auto& [bits, s] : tallest) {
     const int k = S.supernode_cols(s), m = S.supernode_rows(s);
     double* panel = d.values.get() + S.panel_offset[s];
     SPADE_CUDA_CHECK(cudaMemsetAsync(panel, 0, static_cast<std::size_t>(k) * m * sizeof(double), upload_stream_));
     SPADE_CUDA_CHECK(cudaMemcpy2DAsync(panel, (static_cast<std::size_t>(m) + 1) * sizeof(double), ones.get(), sizeof(double),
                                        sizeof(double), static_cast<std::size_t>(k), cudaMemcpyHostToDevice, upload_stream_));
-    if (m > k)
-      cublas_check(cublasDtrsm(d.cublas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT,
-                               m - k, k, &one, panel, m, panel + k, m),
-                   "cublasDtrsm");
-    cusolver_check(cusolverDnXtrtri(d.cusolver, CUBLAS_FILL_MODE_LOWER, CUBLAS_DIAG_NON_UNIT, k, CUDA_R_64F, panel, m,
-                                    d.trtri_work.get(), d.trtri_bytes, d.trtri_host.data(), d.trtri_host.size(),
-                                    d.large_info.get()),
-                   "cusolverDnXtrtri");
+    invert_large(s, d.large_info.get());
   }
   SPADE_CUDA_CHECK(cudaStreamSynchronize(upload_stream_));  // `ones` is read by the copies
 }
@@ -288,21 +280,23 @@ void GpuSolvePlan::upload(const double* values, index_t first, index_t last) {
                                d.supernode_begin.get(), d.row_ptr.get(), d.panel_offset.get(), d.values.get(),
                                d.status.get() + 1, upload_stream_);
   const auto large = range(schedule_.large_inverse);
+  for (auto i = large.first; i < large.second; ++i) invert_large(schedule_.large_inverse[i], d.large_info.get() + i);
+}
+
+void GpuSolvePlan::invert_large(index_t s, int* info) {
+  const SymbolicFactor& S = *symbolic_;
+  Device& d = *device_;
+  const int k = S.supernode_cols(s), m = S.supernode_rows(s);
+  double* panel = d.values.get() + S.panel_offset[s];
   const double one = 1.0;
-  for (auto i = large.first; i < large.second; ++i) {
-    const index_t s = schedule_.large_inverse[i];
-    const int k = S.supernode_cols(s), m = S.supernode_rows(s);
-    double* panel = d.values.get() + S.panel_offset[s];
-    // W = L21 L11^{-1} first (it needs L11), then V = L11^{-1} in place; the zeros above L11's diagonal stay.
-    if (m > k)
-      cublas_check(cublasDtrsm(d.cublas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT,
-                               m - k, k, &one, panel, m, panel + k, m),
-                   "cublasDtrsm");
-    cusolver_check(cusolverDnXtrtri(d.cusolver, CUBLAS_FILL_MODE_LOWER, CUBLAS_DIAG_NON_UNIT, k, CUDA_R_64F, panel, m,
-                                    d.trtri_work.get(), d.trtri_bytes, d.trtri_host.data(), d.trtri_host.size(),
-                                    d.large_info.get() + i),
-                   "cusolverDnXtrtri");
-  }
+  // W = L21 L11^{-1} first (it needs L11), then V = L11^{-1} in place; the zeros above L11's diagonal stay.
+  if (m > k)
+    cublas_check(cublasDtrsm(d.cublas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT,
+                             m - k, k, &one, panel, m, panel + k, m),
+                 "cublasDtrsm");
+  cusolver_check(cusolverDnXtrtri(d.cusolver, CUBLAS_FILL_MODE_LOWER, CUBLAS_DIAG_NON_UNIT, k, CUDA_R_64F, panel, m,
+                                  d.trtri_work.get(), d.trtri_bytes, d.trtri_host.data(), d.trtri_host.size(), info),
+                 "cusolverDnXtrtri");
 }
 
 void GpuSolvePlan::finish_values(std::uint64_t generation) {

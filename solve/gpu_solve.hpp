@@ -107,6 +107,9 @@ class GpuSolvePlan {
   struct Device;  // device arrays, handles, events
   void reset_workspace();
   void warm_up_inversion();
+  /// Selective inversion of a supernode wider than 32 on the upload stream (cuBLAS trsm, cuSOLVER trtri);
+  /// trtri's info goes to the device int `info`.
+  void invert_large(index_t s, int* info);
 
   std::shared_ptr<const SymbolicFactor> symbolic_;
   SupernodalSchedule schedule_;
