@@ -231,8 +231,7 @@ GpuSolvePlan::~GpuSolvePlan() {
 void GpuSolvePlan::warm_up_inversion() {
   // CUDA loads a kernel at its first launch, cuBLAS's and cuSOLVER's included, and which kernels they
   // launch depends on the block's size: invert an identity panel of each size class of this factor now,
-  // beside the factorization, so that the uploads after it wait for no module load (first factorizations
-  // of bcsstk13 showed 5.8 ms after the factorization, refactorizations 0.5 ms). A class is the bit
+  // beside the factorization, so that the uploads after it wait for no module load. A class is the bit
   // length of k; its tallest panel stands for it, in its own place in the device values, which the real
   // values overwrite later in stream order.
   const SymbolicFactor& S = *symbolic_;
