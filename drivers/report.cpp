@@ -77,7 +77,7 @@ void print_placement(std::FILE* out, const SolveSummary& s) {
   std::fprintf(out, "placement        %s (--device %s)\n", s.placement_reason.c_str(), s.placement_requested.c_str());
   if (s.plan) {
     const GpuPlanReport& p = *s.plan;
-    std::fprintf(out, "gpu plan         %d groups (%d small supernodes, one warp each), %d tiles of 64 x 64 over %d "
+    std::fprintf(out, "gpu plan         %d groups (%d small supernodes, one warp each), %d tiles of 32 x 32 over %d "
                       "supernodes, height %d\n",
                  p.groups, p.grouped_supernodes, p.tiles, p.tiled_supernodes, p.tree_height);
     std::fprintf(out, "                 diagonal blocks inverted on the GPU: %d by the warp kernel, %d by cuSOLVER trtri "
@@ -217,7 +217,7 @@ nlohmann::ordered_json to_json(const Report& report) {
                            {"tiled_supernodes", p.tiled_supernodes},
                            {"tree_height", p.tree_height},
                            {"critical_columns", p.critical_columns},
-                           {"kernels", {{"solve", "supernodal forward/backward sweeps: one warp per group or 64 x 64 "
+                           {"kernels", {{"solve", "supernodal forward/backward sweeps: one warp per group or 32 x 32 "
                                                   "tile, dependency counters on the assembly tree"},
                                         {"inverse_warp", p.small_inverses},
                                         {"inverse_cusolver", p.large_inverses}}},

@@ -81,7 +81,7 @@ struct GpuPlanReport {
   int max_width = 0;               ///< right-hand sides per pass
   index_t groups = 0;              ///< warp tasks that solve whole small subtrees
   index_t grouped_supernodes = 0;  ///< supernodes inside them
-  index_t tiles = 0;               ///< 64 x 64 tile tasks of the larger supernodes
+  index_t tiles = 0;               ///< 32 x 32 tile tasks of the larger supernodes
   index_t tiled_supernodes = 0;
   index_t tree_height = 0;         ///< longest chain of tiled supernodes (hand-offs per sweep, plus one group)
   index_t critical_columns = 0;    ///< diagonal-block columns along the longest path of the assembly tree
