@@ -126,8 +126,8 @@ struct SptrsvOptions {
 };
 
 /// Cheap statistics of the analysed triangle (off-diagonal entries only). levels and rows_per_level are 0
-/// when the algorithm needed no level analysis (auto always runs it), max_rows_per_level when the algorithm
-/// it ran needed no level sets (auto's fused and thread).
+/// when the algorithm needed no level analysis, max_rows_per_level when it needed no level sets (auto
+/// always builds both: its rule reads them).
 struct SptrsvStats {
   index_t n = 0;
   std::int64_t off_diagonal_nnz = 0;
