@@ -742,7 +742,13 @@ void SptrsvPlan<T>::Impl::allocate_multi_rhs(cudaStream_t stream) {
 template <typename T>
 SptrsvPlan<T>::SptrsvPlan(const DeviceTriangle<T>& a, const SptrsvOptions& options, cudaStream_t stream)
     : impl_(std::make_unique<Impl>()) {
-  impl_->analyse(a, options, stream);
+  try {
+    impl_->analyse(a, options, stream);
+  } catch (...) {
+    // The slabs free themselves without waiting: let the analysis' work on `stream` finish first.
+    cudaStreamSynchronize(stream);
+    throw;
+  }
 }
 
 template <typename T>
