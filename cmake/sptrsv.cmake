@@ -1,6 +1,7 @@
 # Sparse triangular-solve kernels on the GPU (issue 4): the plan in solve/, the kernel families in kernels/.
 add_library(spade_sptrsv STATIC
   solve/sptrsv.cu
+  solve/sptrsv_rule.cpp
   kernels/sptrsv_analysis.cu
   kernels/sptrsv_level.cu
   kernels/sptrsv_selfsched.cu

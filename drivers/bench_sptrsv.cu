@@ -1,7 +1,12 @@
 // Benchmark of the sparse triangular solve (include/spade/sptrsv.hpp) against cuSPARSE SpSV / SpSM and the
 // bandwidth floor, printing markdown tables (docs/benchmarks/sptrsv.md).
 //
-// usage: bench_sptrsv [--algorithms NAME,NAME,...] [--json FILE] [name-filter ...]
+// usage: bench_sptrsv [--evaluate] [--algorithms NAME,NAME,...] [--json FILE] [name-filter ...]
+//   --evaluate    issue 30's set: every square matrix of the folder with more than 10,000 nonzeros (not
+//                 50,000), the generated grids, and spade's Cholesky factor L of every one of those that is
+//                 SPD (forward with L, backward with L^T, both CSR; analyze + NumericFactor, exported as
+//                 drivers/bench_solve.cu does); analyses timed 3 times, each solve's repetitions capped at
+//                 about 25 ms; ends with the verdict table (auto against cuSPARSE and the best named)
 //   --algorithms  the algorithms to time (names of spade::to_string, "auto" included; default all of them)
 //   --json        also write the figures for scripts/plot_benchmarks.py (drivers/bench_json.hpp)
 //   name-filter   only matrices whose name contains one of the filters
@@ -26,6 +31,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <limits>
+#include <utility>
 #include <memory>
 #include <random>
 #include <string>
@@ -35,7 +42,9 @@
 #include "drivers/bench_json.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/sync.cuh"
+#include "spade/cholesky.hpp"
 #include "spade/error.hpp"
+#include "spade/symbolic.hpp"
 #include "spade/generators.hpp"
 #include "spade/matrix_market.hpp"
 #include "spade/sptrsv.hpp"
@@ -54,6 +63,9 @@ std::vector<SptrsvAlgorithm> timed_algorithms = {SptrsvAlgorithm::levr,     Sptr
                                                  SptrsvAlgorithm::fused,    SptrsvAlgorithm::fused_level,
                                                  SptrsvAlgorithm::level_block, SptrsvAlgorithm::cluster};
 bool time_auto = true;
+/// --evaluate: about this many ms of repetitions per solve timing (100 otherwise), analyses timed this often.
+double solve_budget_ms = 100;
+int analysis_timings = 7;
 
 using spade::bench::DeviceVector;
 
@@ -92,12 +104,57 @@ HostCsr lower_with_unit_diagonal(const spade::SparseMatrix& a) {
   return L;
 }
 
+/// spade's Cholesky factor of the SPD matrix a (analyze + NumericFactor, the default ordering) in CSR: L
+/// (lower, row i's entries by increasing column) and L^T (upper), 32-bit indices, as drivers/bench_solve.cu
+/// exports it for cuSPARSE. Throws NumericalError where a is not positive definite.
+std::pair<HostCsr, HostCsr> factor_triangles(const spade::SparseMatrix& a) {
+  const std::shared_ptr<const spade::SymbolicFactor> symbolic = spade::analyze(a);
+  const spade::NumericFactor F(symbolic, a);
+  const spade::SymbolicFactor& S = *symbolic;
+  if (S.nnz_l > std::numeric_limits<int>::max()) throw spade::ResourceError("nnz(L) does not fit 32-bit CSR");
+  HostCsr L, U;
+  L.n = U.n = S.n;
+  L.ptr.assign(std::size_t(S.n) + 1, 0);
+  U.ptr.assign(std::size_t(S.n) + 1, 0);
+  for (index_t s = 0; s < S.num_supernodes; ++s) {
+    const index_t f = S.supernode_begin[s], k = S.supernode_cols(s), m = S.supernode_rows(s);
+    const index_t* rows = S.row_indices.data() + S.row_ptr[s];
+    for (index_t c = 0; c < k; ++c) {
+      U.ptr[f + c + 1] += m - c;
+      for (index_t r = c; r < m; ++r) ++L.ptr[rows[r] + 1];
+    }
+  }
+  for (index_t i = 0; i < S.n; ++i) L.ptr[i + 1] += L.ptr[i], U.ptr[i + 1] += U.ptr[i];
+  L.col.resize(L.ptr[S.n]);
+  L.val.resize(L.ptr[S.n]);
+  U.col.resize(U.ptr[S.n]);
+  U.val.resize(U.ptr[S.n]);
+  std::vector<std::int32_t> next(L.ptr.begin(), L.ptr.end() - 1);
+  for (index_t s = 0; s < S.num_supernodes; ++s) {  // columns ascending: L's rows come out sorted
+    const index_t f = S.supernode_begin[s], k = S.supernode_cols(s), m = S.supernode_rows(s);
+    const index_t* rows = S.row_indices.data() + S.row_ptr[s];
+    const double* panel = F.panel(s);
+    for (index_t c = 0; c < k; ++c) {
+      std::int32_t u = U.ptr[f + c];  // row f + c of L^T is column f + c of L, rows ascending
+      for (index_t r = c; r < m; ++r) {
+        const double v = panel[r + static_cast<offset_t>(c) * m];
+        L.col[next[rows[r]]] = f + c;
+        L.val[next[rows[r]]++] = v;
+        U.col[u] = rows[r];
+        U.val[u++] = v;
+      }
+    }
+  }
+  return {std::move(L), std::move(U)};
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-/// Median event time (ms) of `run` after two warm-up runs; repetitions sized to about 0.1 s (3 to 100).
+/// Median event time (ms) of `run` after two warm-up runs; repetitions sized to about solve_budget_ms (3 to
+/// 100); a run of more than 200 ms is timed once, after one warm-up.
 double time_solve(const std::function<void()>& run) {
   cudaEvent_t start, stop;
   SPADE_CUDA_CHECK(cudaEventCreate(&start));
@@ -113,8 +170,9 @@ double time_solve(const std::function<void()>& run) {
     return double(ms);
   };
   const double first = once();
+  if (first > 200) return once();
   once();
-  const int reps = std::clamp(int(100.0 / std::max(first, 1e-3)), 3, 100);
+  const int reps = std::clamp(int(solve_budget_ms / std::max(first, 1e-3)), 3, 100);
   for (int r = 0; r < reps; ++r) times.push_back(once());
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
@@ -125,7 +183,8 @@ double time_solve(const std::function<void()>& run) {
 /// small matrices take 0.1-0.3 ms, of which a cudaMalloc of more than 1 MiB is 45-120 us: a median of 7
 /// rather than 3 keeps one slow allocation from setting the figure.
 constexpr int kAnalysisTimings = 7;
-double time_host(const std::function<void()>& run, int reps = kAnalysisTimings) {
+double time_host(const std::function<void()>& run, int reps = -1) {
+  if (reps < 0) reps = analysis_timings;
   std::vector<double> times;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -216,7 +275,8 @@ struct CusparseRun {
   ~CusparseRun() { cusparseDestroy(handle); }
 };
 
-Row run_matrix(const std::string& name, const HostCsr& L, double bandwidth, cusparseHandle_t handle) {
+Row run_matrix(const std::string& name, const HostCsr& L, double bandwidth, cusparseHandle_t handle,
+               spade::TriangleKind triangle = spade::TriangleKind::lower) {
   const index_t n = L.n;
   const int nrhs = 8;
   Row row;
@@ -239,7 +299,8 @@ Row run_matrix(const std::string& name, const HostCsr& L, double bandwidth, cusp
   cusparseSpMatDescr_t A;
   CUSPARSE_CHECK(cusparseCreateCsr(&A, n, n, row.nnz, ptr.p, col.p, val.p, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
                                    CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F));
-  cusparseFillMode_t fill = CUSPARSE_FILL_MODE_LOWER;
+  cusparseFillMode_t fill =
+      triangle == spade::TriangleKind::lower ? CUSPARSE_FILL_MODE_LOWER : CUSPARSE_FILL_MODE_UPPER;
   cusparseDiagType_t diag = CUSPARSE_DIAG_TYPE_NON_UNIT;
   CUSPARSE_CHECK(cusparseSpMatSetAttribute(A, CUSPARSE_SPMAT_FILL_MODE, &fill, sizeof(fill)));
   CUSPARSE_CHECK(cusparseSpMatSetAttribute(A, CUSPARSE_SPMAT_DIAG_TYPE, &diag, sizeof(diag)));
@@ -269,7 +330,7 @@ Row run_matrix(const std::string& name, const HostCsr& L, double bandwidth, cusp
     SPADE_CUDA_CHECK(cudaDeviceSynchronize());
   };
   row.cusparse.analysis = time_host([&] { sv_analysis(nullptr); });
-  std::vector<void*> spare(kAnalysisTimings);
+  std::vector<void*> spare(analysis_timings);
   for (void*& buffer : spare) {
     SPADE_CUDA_CHECK(cudaMalloc(&buffer, std::max<std::size_t>(sv_bytes, 1)));
     sv_buffers.push_back(buffer);
@@ -312,8 +373,8 @@ Row run_matrix(const std::string& name, const HostCsr& L, double bandwidth, cusp
   cusparseDestroyDnVec(vx);
   cusparseDestroySpMat(A);
 
-  const spade::DeviceTriangle<double> view{n, L.ptr[n], ptr.p, col.p, val.p, spade::SparseFormat::csr,
-                                           spade::TriangleKind::lower, spade::DiagonalKind::non_unit};
+  const spade::DeviceTriangle<double> view{n, L.ptr[n], ptr.p, col.p, val.p, spade::SparseFormat::csr, triangle,
+                                           spade::DiagonalKind::non_unit};
   auto measure = [&](SptrsvAlgorithm a, Result& r) {
     spade::SptrsvOptions options;
     options.algorithm = a;
@@ -474,6 +535,69 @@ void print_tables(const std::vector<Row>& rows) {
   std::printf(".\n");
 }
 
+/// --evaluate: per triangle, cuSPARSE, every named algorithm's best, auto's choice and times, and the ratios
+/// the issue's targets read; then the set's geometric mean and the triangles that miss a target.
+void print_verdict(const std::vector<Row>& rows) {
+  std::printf("\n### Verdict: auto against cuSPARSE and the best named algorithm (ms; analyses host wall clock, "
+              "median of %d)\n\n| matrix | n | nnz | levels | SpSV | SpSM (8) | SpSV analysis | best named (1) | "
+              "best named (8) | auto choice (1/8) | auto (1) | auto (8) | auto analysis | cuSPARSE / auto (1) | "
+              "SpSM / auto (8) | auto / best named (1) | auto / best named (8) |\n|---|---|---|---|---|---|---|---|"
+              "---|---|---|---|---|---|---|---|---|\n",
+              analysis_timings);
+  double log_sum = 0, log_sum8 = 0;
+  int counted = 0;
+  std::vector<std::string> slower, behind, slower_analysis;
+  for (const Row& r : rows) {
+    double best = INFINITY, best8 = INFINITY;
+    std::string best_name = "-", best8_name = "-";
+    for (std::size_t a = 0; a < timed_algorithms.size(); ++a) {
+      const Result& o = r.ours[a];
+      if (!o.ok || std::isnan(o.solve)) continue;
+      if (o.solve < best) best = o.solve, best_name = spade::to_string(timed_algorithms[a]);
+      if (o.solve8 < best8) best8 = o.solve8, best8_name = spade::to_string(timed_algorithms[a]);
+    }
+    const Result& a = r.automatic;
+    const double s1 = r.cusparse.solve / a.solve, s8 = r.cusparse.solve8 / a.solve8;
+    const double b1 = a.solve / best, b8 = a.solve8 / best8;
+    std::printf("| %s | %d | %lld | %d | %s | %s | %s | %s (%s) | %s (%s) | %s/%s%s | %s | %s | %s | %s | %s | %s | %s |\n",
+                r.name.c_str(), r.stats.n, (long long)r.nnz, r.stats.levels, fmt(r.cusparse.solve).c_str(),
+                fmt(r.cusparse.solve8).c_str(), fmt(r.cusparse.analysis).c_str(), fmt(best).c_str(), best_name.c_str(),
+                fmt(best8).c_str(), best8_name.c_str(), spade::to_string(a.choice), spade::to_string(a.choice8),
+                a.ok ? "" : " (wrong)", fmt(a.solve).c_str(), fmt(a.solve8).c_str(), fmt(a.analysis).c_str(),
+                ratio(s1).c_str(), ratio(s8).c_str(), ratio(b1).c_str(), ratio(b8).c_str());
+    if (!a.ok || !std::isfinite(s1)) {
+      slower.push_back(r.name + " (auto wrong or not run)");
+      continue;
+    }
+    log_sum += std::log(s1);
+    log_sum8 += std::log(s8);
+    ++counted;
+    if (s1 < 1 || s8 < 1) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, " (%.2fx / %.2fx)", s1, s8);
+      slower.push_back(r.name + buf);
+    }
+    if (b1 > 1.15) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, " (%s %.2fx behind %s)", spade::to_string(a.choice), b1, best_name.c_str());
+      behind.push_back(r.name + buf);
+    }
+    if (a.analysis > r.cusparse.analysis) slower_analysis.push_back(r.name);
+  }
+  auto list = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
+    return out.empty() ? std::string("none") : out;
+  };
+  const double count = std::max(counted, 1);
+  std::printf("\nSummary over %zu triangles: geometric mean cuSPARSE SpSV / auto %.2fx, SpSM / auto (8 right-hand "
+              "sides) %.2fx. auto slower than cuSPARSE (SpSV or SpSM) on %zu: %s. auto more than 15%% behind the "
+              "best named algorithm (one right-hand side) on %zu: %s. auto's analysis slower than cuSPARSE's on "
+              "%zu: %s.\n",
+              rows.size(), std::exp(log_sum / count), std::exp(log_sum8 / count), slower.size(), list(slower).c_str(),
+              behind.size(), list(behind).c_str(), slower_analysis.size(), list(slower_analysis).c_str());
+}
+
 /// The figures as JSON (drivers/bench_json.hpp): spade's auto against cuSPARSE SpSV (1 rhs) and SpSM (8), or,
 /// where auto was not timed, the fastest correct algorithm, named in "spade_algorithm"; every algorithm's
 /// times follow. Times in seconds (the tables print milliseconds).
@@ -509,6 +633,8 @@ nlohmann::ordered_json rows_json(const std::vector<Row>& rows) {
                     {"floor_seconds", r.floor * 1e-3},
                     {"floor8_seconds", r.floor8 * 1e-3},
                     {"cusparse_analysis_seconds", r.cusparse.analysis * 1e-3},
+                    {"auto_analysis_seconds", r.automatic.analysis * 1e-3},
+                    {"auto_choice8", time_auto ? spade::to_string(r.automatic.choice8) : "not timed"},
                     {"algorithms", algorithms}});
   }
   return list;
@@ -520,8 +646,15 @@ int main(int argc, char** argv) {
   try {
     std::vector<std::string> filters;
     std::string json_path;
+    bool evaluate = false;
     for (int a = 1; a < argc; ++a) {
       const std::string arg = argv[a];
+      if (arg == "--evaluate") {
+        evaluate = true;
+        solve_budget_ms = 25;
+        analysis_timings = 3;
+        continue;
+      }
       if (arg == "--json") {
         if (++a == argc) throw spade::InvalidInput("--json needs a file name");
         json_path = argv[a];
@@ -559,11 +692,9 @@ int main(int argc, char** argv) {
                 prop.name, prop.multiProcessorCount, bandwidth / 1e9, handoff_latency_us());
     CusparseRun cusparse;
     std::vector<Row> rows;
-    auto add = [&](const std::string& name, const std::function<spade::SparseMatrix()>& make) {
-      if (!wanted(name)) return;
+    auto add_csr = [&](const std::string& name, const HostCsr& L, spade::TriangleKind triangle) {
       std::fprintf(stderr, "%s ...\n", name.c_str());
-      const HostCsr L = lower_with_unit_diagonal(make());
-      rows.push_back(run_matrix(name, L, bandwidth, cusparse.handle));
+      rows.push_back(run_matrix(name, L, bandwidth, cusparse.handle, triangle));
       const Row& r = rows.back();
       std::fprintf(stderr, "  n %d, nnz %lld, levels %d, rows/level %.0f, nnz/row %.2f, floor %.4f/%.4f ms; cuSPARSE %.4f ms "
                    "(analysis %.3f, call alone %.3f), SpSM %.4f ms; spade:", r.stats.n, (long long)r.nnz, r.stats.levels,
@@ -575,6 +706,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "; auto=%s/%s %.4f/%.4f (analysis %.3f)\n", spade::to_string(r.automatic.choice),
                    spade::to_string(r.automatic.choice8), r.automatic.solve, r.automatic.solve8, r.automatic.analysis);
     };
+    auto add = [&](const std::string& name, const std::function<spade::SparseMatrix()>& make) {
+      if (!wanted(name)) return;
+      add_csr(name, lower_with_unit_diagonal(make()), spade::TriangleKind::lower);
+    };
     const std::filesystem::path dir = spade::testing::matrix_dir();
     std::vector<std::string> files;
     if (std::filesystem::is_directory(dir))
@@ -583,13 +718,15 @@ int main(int argc, char** argv) {
     std::sort(files.begin(), files.end());
     spade::MatrixMarketOptions mm;
     mm.pattern_values = spade::PatternValues::ones;
+    std::vector<std::pair<std::string, std::string>> spd;  // (name, file): their factors come after the grids
     for (const std::string& file : files) {
       const std::string name = std::filesystem::path(file).filename().string();
       const std::string stem = name.substr(0, name.find(".mtx"));
       if (!wanted(stem)) continue;
       const spade::SparseMatrix a = spade::read_matrix_market(file, mm);
-      if (!a.is_square() || a.nnz() <= 50000) continue;
+      if (!a.is_square() || a.nnz() <= (evaluate ? 10000 : 50000)) continue;
       add(stem, [&] { return a; });
+      if (evaluate && a.is_symmetric()) spd.emplace_back(stem, file);
     }
     using spade::Stencil;
     const std::vector<std::pair<index_t, index_t>> grids2 = {{1024, 1024}, {512, 2048}, {256, 4096}, {128, 8192}, {64, 16384}};
@@ -606,7 +743,22 @@ int main(int argc, char** argv) {
         add("lap2d" + std::string(s == Stencil::five_point ? "5" : "9") + "_" + std::to_string(g.first) + "x" +
                 std::to_string(g.second),
             [=] { return spade::laplacian_2d(g.first, g.second, s); });
+    // spade's Cholesky factors of the SPD ones (a pattern file read with ones is not): forward with L,
+    // backward with L^T.
+    for (const auto& [stem, file] : spd) {
+      std::pair<HostCsr, HostCsr> factor;
+      try {
+        factor = factor_triangles(spade::read_matrix_market(file));
+      } catch (const spade::NumericalError&) {
+        continue;  // not positive definite
+      } catch (const spade::InvalidInput&) {
+        continue;  // no values (a pattern file) or not symmetric in value
+      }
+      add_csr(stem + "_L", factor.first, spade::TriangleKind::lower);
+      add_csr(stem + "_Lt", factor.second, spade::TriangleKind::upper);
+    }
     print_tables(rows);
+    if (evaluate) print_verdict(rows);
     if (!json_path.empty())
       spade::bench::write_json_file(
           json_path,

@@ -269,6 +269,10 @@ class LevrGraph {
   /// whether rhs.nr is 1 must be the same in every call (L's values may change).
   void solve(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host, int nlev,
              const RhsPass<T>& rhs, T* y, cudaStream_t stream);
+  /// Where the second graph reads its pass (device, one RhsPass, owned by the caller and kept for the
+  /// graph's life): given, a solve allocates nothing; not given, the first solve with other buffers
+  /// allocates it (cudaMalloc) and the destructor frees it.
+  void set_pass_storage(RhsPass<T>* at) { pass_at_ = at, owned_ = false; }
 
  private:
   /// Records the levels (pass_at: null, the pass as an argument; else read from there) and instantiates
@@ -280,6 +284,7 @@ class LevrGraph {
   cudaGraphExec_t exec_indirect_ = nullptr;  ///< the levels reading the pass from pass_at_
   RhsPass<T>* pass_at_ = nullptr;            ///< device: the pass of the latest other solve
   RhsPass<T> stored_{};                      ///< the pass last enqueued into pass_at_
+  bool owned_ = true;                        ///< pass_at_ was allocated here
 };
 /// LEVC: x := b, then one launch per level, a warp per column adding its updates into x atomically.
 template <typename T>

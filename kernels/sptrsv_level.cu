@@ -264,7 +264,7 @@ template <typename T>
 LevrGraph<T>::~LevrGraph() {
   if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
   if (exec_indirect_ != nullptr) cudaGraphExecDestroy(exec_indirect_);
-  if (pass_at_ != nullptr) cudaFree(pass_at_);
+  if (owned_ && pass_at_ != nullptr) cudaFree(pass_at_);
 }
 
 template <typename T>

@@ -47,11 +47,14 @@ SptrsvAlgorithm sptrsv_algorithm_from_string(const std::string& name) {
 
 namespace {
 
-/// One allocation holding several arrays, laid out first (add) and carved after (at). The analysis takes
-/// its slabs stream-ordered from the current device's memory pool (cudaMallocAsync on its stream, so the
+/// One allocation holding several arrays, laid out first (add) and carved after (at). Every slab is taken in
+/// the analysis, stream-ordered from the current device's memory pool (cudaMallocAsync on its stream, so the
 /// application's pool settings apply): on an H100 that took 2 us for 2-8 MiB, where cudaMalloc took 45-120
-/// us, most of a small matrix's analysis. Without pools (cudaDevAttrMemoryPoolsSupported = 0), and for the
-/// solve's scratch (a stream being captured would record a graph allocation), cudaMalloc.
+/// us, most of a small matrix's analysis. Without pools (cudaDevAttrMemoryPoolsSupported = 0), cudaMalloc.
+/// A solve allocates nothing (a stream being captured would record a graph allocation). The destructor
+/// frees without waiting for the device: its owner makes sure that no work still reads the slab (the plan
+/// waits for its own last solve, SptrsvPlan::Impl::~Impl); pool memory goes back stream-ordered on the
+/// legacy default stream, cudaMalloc's through cudaFree (which itself waits for the device).
 class Slab {
  public:
   template <typename U>
@@ -84,10 +87,10 @@ class Slab {
   }
   ~Slab() {
     if (base_ == nullptr) return;
-    // cudaFree waits for the device before it frees cudaMalloc's memory, not a pool's: wait here alike,
-    // so that no solve still in flight on any stream reads freed memory.
-    if (pooled_) cudaDeviceSynchronize();
-    cudaFree(base_);
+    if (pooled_)
+      cudaFreeAsync(base_, nullptr);
+    else
+      cudaFree(base_);
   }
 
  private:
@@ -137,55 +140,6 @@ bool chunked_solve(SptrsvAlgorithm a) {
   return a == SptrsvAlgorithm::thread || a == SptrsvAlgorithm::fused || a == SptrsvAlgorithm::fused_level;
 }
 
-/// auto: at most this many levels are solved level by level (levr's graph), where the fixed costs of the
-/// one-kernel solves weigh most. H100, version 20, one right-hand side: bayer10 (8 levels) 0.0118 ms
-/// against cluster's 0.0225, c-62 (2) 0.0264 against fused's 0.094, basker_matrix1 (20) 0.0289 against
-/// fused's 0.0334; slower on mdual_lap (44), 0.083 against fused's 0.057.
-constexpr int kAutoMaxLevelLaunches = 32;
-/// auto: levr, for one right-hand side and for several, on levels of at least kAutoLevrEntriesPerLevel
-/// entries on average (rows per level times entries per row, diagonal included), unless they are narrow
-/// (level_block): a wide level keeps the SMs busier than a hand-off costs. H100, version 21 (short rows
-/// several to a warp, long rows in pieces): one right-hand side, lap3d7 128^3 (21,800 entries per level)
-/// 0.52 ms against fused_level's 0.78, lap3d7 100^3 (13,300) 0.39 against cluster's 0.42, mdual_lap
-/// (17,500) 0.050 against fused's 0.058, lap3d27 64 x 64 x 512 (12,900) 2.55 against cluster's 2.77;
-/// slower at 13,000 with 4 entries per row (lap3d7 64 x 64 x 512, 0.86 against 0.78). Eight right-hand
-/// sides against cluster: lap3d7 64 x 64 x 512 0.88 against 1.20, lap3d27 64 x 64 x 512 3.36 against 4.06;
-/// slower at 7,400 (lap3d7 32 x 64 x 1024, 1.35 against 1.31) and 6,700 (lap3d27 32 x 64 x 1024, 6.36
-/// against 4.54).
-constexpr double kAutoLevrEntriesPerLevel = 10000;
-/// auto: fused_level from this many entries per row (diagonal included), fused below. Rows with one or two
-/// entries below the diagonal (5-point grids, web graphs) form chains that index order runs inside a chunk
-/// at shuffle speed; rows with more take their entries from other chunks, and level order reads those
-/// together and keeps the whole front in flight (H100, version 10: fused_level faster on every 3D grid,
-/// every 9-point grid, 4elt, bayer10, ex14 and bcsstk14; fused on the 5-point grids, NotreDame_www,
-/// mdual_lap, basker_matrix1 and bcsstk16).
-constexpr double kAutoLevelOrderNnzPerRow = 3.5;
-/// auto: level_block up to this many rows per level (n / levels), before fused_level and fused; from
-/// kAutoLevelOrderNnzPerRow entries per row on, up to kAutoLevelBlockRowsDense. One block costs 0.6-0.9 us
-/// per level whatever the width up to a few hundred rows, where the hand-offs between SMs cost 1.5-2.5 us;
-/// wider levels need more than one pass of the block. H100, version 12: level_block faster up to 410 rows
-/// per level on the 5-point grids (3.70 against fused's 4.32 ms) and up to 253 with more entries per row
-/// (lap3d27 32 x 32 x 2048: 15.8 against fused_level's 21.0 ms), slower at 342 (lap2d9 1024^2, 4.88
-/// against 3.86 ms). Version 13 on the 5-point grids: level_block 5% slower than fused at 512 rows per level
-/// for one right-hand side (lap2d5 1024^2, 3.50 against 3.34 ms) but 3.6 times faster for 8 (3.35 against
-/// 12.0 ms), so the bound sits above 512.
-constexpr double kAutoLevelBlockRowsPerLevel = 520;
-constexpr double kAutoLevelBlockRowsDense = 300;
-/// auto: passes of several right-hand sides run levr on triangles of at most kAutoMultiRhsLevrLevels
-/// levels too, whatever one right-hand side runs, unless it runs level_block (narrow levels). H100, version
-/// 20, against fused: mdual_lap (44 levels) 0.123 against 0.217 ms, basker_matrix1 (20) 0.048 against
-/// 0.081.
-constexpr int kAutoMultiRhsLevrLevels = 64;
-/// auto: cluster instead of fused_level, and instead of level_block from this many entries per level (rows
-/// per level times entries per row, diagonal included), where cluster's layout fits (compute capability
-/// 9.0); one right-hand side only where every share takes one pass of its block (cluster_one_pass), passes
-/// of several in any case (cluster runs them as clusters side by side). H100, version 16, one right-hand
-/// side: cluster faster than fused_level on every grid it fits in one pass (lap3d27 64 x 64 x 512: 2.55
-/// against 5.61 ms; lap2d9 1024^2: 3.67 against 3.87), slower where shares take two (lap3d7 128^3: 1.06
-/// against 0.79). Against level_block, version 17: faster at 1,140 entries per level (lap2d9 512 x 2048:
-/// 4.72 against 5.40 ms, 8 right-hand sides 4.57 against 5.29), slower at 723 (lap2d5 256 x 4096: 4.20
-/// against 3.70).
-constexpr double kAutoClusterEntriesPerLevel = 1000;
 
 const char* inspect_message(int code) {
   switch (code) {
@@ -206,7 +160,7 @@ struct SptrsvPlan<T>::Impl {
   SptrsvStats stats;
   bool reversed = false, unit = false;
   std::int32_t input_nnz = 0, m = 0;  // entries given, off-diagonal entries kept
-  Slab common, scratch8, level_order;  // level_order: fused_level's renumbered part
+  Slab common, scratch8, level_order;  // level_order: the part renumbered in level order
   Slab pack_index, pack_data;         // level_block: the packed levels (descriptors and offsets, regions)
   Slab cluster_data;                  // cluster: the layout's arrays
   ks::ClusterLayout cluster{};
@@ -243,6 +197,18 @@ struct SptrsvPlan<T>::Impl {
   unsigned char* pack_bytes = nullptr;
   int epoch = 0;
   long long spin_limit = 0;  // set_spin_limit; rewritten with every reset of the control words
+  bool several_rhs = true;   // SptrsvOptions::several_rhs: the scratch of passes of several is allocated
+  cudaEvent_t last_solve = nullptr;  // recorded after every solve outside a stream capture
+
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  /// Waits for this plan's last solve (not for the device) before the members free their memory.
+  ~Impl() {
+    if (last_solve == nullptr) return;
+    cudaEventSynchronize(last_solve);
+    cudaEventDestroy(last_solve);
+  }
 
   ks::LowerPart<T> lower() const { return {stats.n, ptr, ind, val, diag, reversed, perm}; }
   ks::Schedule schedule() const { return {control->tickets, &control->status}; }
@@ -280,6 +246,7 @@ struct SptrsvPlan<T>::Impl {
   void build_levr_pieces(void* temp, std::size_t temp_bytes, cudaStream_t stream);
   void reset_scratch(cudaStream_t stream);
   void allocate_multi_rhs(cudaStream_t stream);
+  bool fused_beats(double levr_us, cudaStream_t stream);
 };
 
 template <typename T>
@@ -302,10 +269,11 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   const bool csr = a.format == SparseFormat::csr;
   algorithm = options.algorithm;
   const bool automatic = algorithm == SptrsvAlgorithm::automatic;
-  // What runs where cluster's layout does not fit (passes of several right-hand sides: automatic = the
-  // same as one), and for one right-hand side where auto's cluster would need more than one pass.
+  several_rhs = options.several_rhs;
+  // What runs where cluster's layout does not fit: fused_level for the named cluster, the rule's next
+  // candidate for auto.
   SptrsvAlgorithm without_cluster = SptrsvAlgorithm::fused_level;
-  SptrsvAlgorithm multi_without_cluster = SptrsvAlgorithm::automatic;
+  SptrsvAlgorithm multi_without_cluster = SptrsvAlgorithm::fused_level;
 
   // Everything the analysis and the solves can need, in one allocation. auto may end with levr or fused;
   // both run on CSR.
@@ -327,6 +295,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   Slab layout;
   // The level pointers right behind the control words: read_control brings both back in one copy.
   const auto o_control = layout.add<Control>(1), o_level_ptr = layout.add<std::int32_t>(leveled ? n1 : 0);
+  const auto o_passes = layout.add<ks::RhsPass<T>>(2);  // where levr's second graphs read their pass
   const auto o_temp = layout.add<char>(temp_bytes);
   const auto o_count = layout.add<std::int32_t>(n1);
   const auto o_diag = layout.add<T>(n), o_diag_src = layout.add<std::int32_t>(n);
@@ -353,6 +322,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   common = std::move(layout);
   common.allocate(stream);
   control = common.at<Control>(o_control);
+  for (int w = 0; w < 2; ++w) levr_graph[w].set_pass_storage(common.at<ks::RhsPass<T>>(o_passes) + w);
   void* temp = common.at<char>(o_temp);
   std::int32_t* count = common.at<std::int32_t>(o_count);
   diag = common.at<T>(o_diag);
@@ -436,50 +406,42 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     m = c.m;
     nlev = c.max_level;
   }
+  bool levels_copied = false;  // level_ptr_host holds the level pointers
+  SptrsvAutoChoice choice;
   if (automatic) {
-    // After the level analysis: a handful of levels solved a launch per level (levr), which costs less
-    // than any waiting; level_block for narrow levels; levr for wide levels; else fused or
-    // fused_level by the entries per row, both picking thread- or warp-level work per chunk.
-    if (nlev <= kAutoMaxLevelLaunches) {
-      algorithm = SptrsvAlgorithm::levr;
-    } else {
-      const double rows_per_level = double(n) / std::max(nlev, 1);
-      const double entries_per_row = 1.0 + double(m) / n;
-      const bool dense = entries_per_row >= kAutoLevelOrderNnzPerRow;
-      const bool narrow = rows_per_level <= (dense ? kAutoLevelBlockRowsDense : kAutoLevelBlockRowsPerLevel);
-      algorithm = narrow ? SptrsvAlgorithm::level_block
-                  : dense ? SptrsvAlgorithm::fused_level
-                          : SptrsvAlgorithm::fused;
-      const double entries_per_level = rows_per_level * entries_per_row;
-      const bool wide = !narrow && entries_per_level >= kAutoLevrEntriesPerLevel;
-      // Below kAutoLevrEntriesPerLevel, passes of several right-hand sides that fused_level would run go
-      // to level_block, which solves 8 in the time of one, where fused_level takes 2.7-4 times its time
-      // for one (H100, version 13: lap3d27 64 x 64 x 512, 12,900 entries per level, 23.5 against 26.1 ms).
-      if (wide)
-        algorithm = SptrsvAlgorithm::levr;
-      else if (algorithm == SptrsvAlgorithm::fused_level)
-        multi_without_cluster = SptrsvAlgorithm::level_block;
-      if (algorithm == SptrsvAlgorithm::fused_level ||
-          (algorithm == SptrsvAlgorithm::level_block && entries_per_level >= kAutoClusterEntriesPerLevel)) {
-        without_cluster = algorithm;
-        algorithm = multi_algorithm = SptrsvAlgorithm::cluster;
-      }
-      if (wide || (!narrow && nlev <= kAutoMultiRhsLevrLevels)) multi_algorithm = SptrsvAlgorithm::levr;
-    }
+    // The rule reads the widest level: the level sets first, their pointers back to the host.
+    jlev = common.at<std::int32_t>(o_jlev);
+    level_ptr = common.at<std::int32_t>(o_level_ptr);
+    ks::level_sets(n, &control->max_level, nlev, level, jlev, level_ptr, common.at<std::int32_t>(o_lev_order),
+                   common.at<int>(o_lev_keys), temp, temp_bytes, stream);
+    read_control(stream, nlev);
+    levels_copied = true;
+    SptrsvShape shape;
+    shape.n = n;
+    shape.off_diagonal_nnz = m;
+    shape.levels = nlev;
+    shape.max_nnz_per_row = c.max_count;
+    for (int l = 0; l < nlev; ++l)
+      shape.max_rows_per_level = std::max(shape.max_rows_per_level, level_ptr_host[l + 1] - level_ptr_host[l]);
+    choice = sptrsv_auto_rule(shape, SptrsvDeviceModel::current());
+    algorithm = choice.one;
+    multi_algorithm = choice.several;
+    without_cluster = choice.one_fallback;
+    multi_without_cluster = choice.several_fallback;
   }
   if (multi_algorithm == SptrsvAlgorithm::automatic) multi_algorithm = algorithm;
   const bool level_sets = needs_levels(algorithm) || needs_levels(multi_algorithm);
-  if (level_sets) {
+  if (level_sets && !automatic) {
     jlev = common.at<std::int32_t>(o_jlev);
     level_ptr = common.at<std::int32_t>(o_level_ptr);
     ks::level_sets(n, &control->max_level, nlev, level, jlev, level_ptr,
                    common.at<std::int32_t>(o_lev_order), common.at<int>(o_lev_keys), temp, temp_bytes, stream);
   }
-  if (level_ordered(algorithm)) {
+  if (level_ordered(algorithm) || level_ordered(multi_algorithm)) {
     // Rows renumbered in level order (P L P^T, lower triangular again): the chunks and the tickets of the
     // fused kernel then follow the levels instead of the index order, and a level of level_block is a
     // contiguous range of rows and of entries. A second copy of the part, in its
-    // own allocation (auto allocates it only when it takes fused_level); the row counts and the inverse
+    // own allocation (auto allocates it only when it takes level_block or cluster); the row counts and the inverse
     // numbering go in the analysis' work arrays, free once the levels are known.
     Slab copy;
     const std::size_t pnnz = std::size_t(m);
@@ -507,18 +469,6 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     diag_src = pdiag_src;
     perm = jlev;
   }
-  bool levels_copied = false;  // level_ptr_host holds the level pointers
-  if (automatic && algorithm == SptrsvAlgorithm::cluster && multi_algorithm != SptrsvAlgorithm::cluster) {
-    // auto's cluster for one right-hand side only, and only where every share takes one pass of a block:
-    // the widest level decides before the layout is built (lap3d7 128^3: 12,000 rows, shares of 750).
-    read_control(stream, nlev);
-    levels_copied = true;
-    int widest = 0;
-    for (int l = 0; l < nlev; ++l) widest = std::max(widest, level_ptr_host[l + 1] - level_ptr_host[l]);
-    ks::ClusterLayout shares{};
-    shares.max_rows = (widest + ks::kClusterBlocks - 1) / ks::kClusterBlocks;
-    if (!ks::cluster_one_pass(shares, n > 0 ? double(m) / n : 0)) algorithm = without_cluster;
-  }
   if (algorithm == SptrsvAlgorithm::cluster || multi_algorithm == SptrsvAlgorithm::cluster) {
     // The level array is free once the level sets exist; so are the work arrays after the renumbering.
     // Where the layout does not fit, cluster gives way to fused_level (auto: to what it would run without
@@ -526,8 +476,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     const double entries_per_row = n > 0 ? double(m) / n : 0;  // below the diagonal, as stats.nnz_per_row
     if (!build_cluster(nlev, entries_per_row, level, work, work2, stream)) {
       if (algorithm == SptrsvAlgorithm::cluster) algorithm = without_cluster;
-      if (multi_algorithm == SptrsvAlgorithm::cluster)
-        multi_algorithm = multi_without_cluster == SptrsvAlgorithm::automatic ? algorithm : multi_without_cluster;
+      if (multi_algorithm == SptrsvAlgorithm::cluster) multi_algorithm = multi_without_cluster;
     } else if (automatic && !ks::cluster_one_pass(cluster, entries_per_row)) {
       algorithm = without_cluster;
     }
@@ -556,7 +505,7 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
       SPADE_CUDA_CHECK(cudaMemcpyAsync(global_deg, indeg, sizeof(std::int32_t) * n, cudaMemcpyDeviceToDevice, stream));
     }
   }
-  if (chunked_solve(algorithm)) {
+  if (chunked_solve(algorithm) || choice.try_fused) {
     items = common.at<std::int32_t>(o_items);
     const double threshold = algorithm == SptrsvAlgorithm::thread ? 1e300 : options.fusion_threshold;
     ks::fused_items(n, ptr, threshold, items, &control->nitems, common.at<std::int32_t>(o_per_chunk),
@@ -574,6 +523,8 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
                                      sizeof(std::int32_t) * level_piece_ptr_host.size(), cudaMemcpyDeviceToHost,
                                      stream));
   }
+  if (several_rhs) allocate_multi_rhs(stream);
+  if (last_solve == nullptr) SPADE_CUDA_CHECK(cudaEventCreateWithFlags(&last_solve, cudaEventDisableTiming));
   c = read_control(stream, level_sets && !levels_copied ? nlev : -1);
   check_input(c);
   if (c.status.code != kernels::kStatusOk)
@@ -595,6 +546,47 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
       stats.max_rows_per_level = std::max(stats.max_rows_per_level, level_ptr_host[l + 1] - level_ptr_host[l]);
   if (algorithm == SptrsvAlgorithm::level_block || multi_algorithm == SptrsvAlgorithm::level_block)
     build_level_pack(work, temp, temp_bytes, stream);
+  if (choice.try_fused && n > 0 && fused_beats(choice.levr_us, stream)) algorithm = SptrsvAlgorithm::fused;
+}
+
+template <typename T>
+bool SptrsvPlan<T>::Impl::fused_beats(double levr_us, cudaStream_t stream) {
+  // One fused solve of b = 0 (its time does not depend on the values), timed with events; a second one
+  // only where the first lost, which may have paid the loading of the kernel's module.
+  const index_t n = stats.n;
+  Slab trial;
+  const auto o_b = trial.add<T>(std::size_t(n)), o_x = trial.add<T>(std::size_t(n));
+  trial.allocate(stream);
+  T* b = trial.at<T>(o_b);
+  SPADE_CUDA_CHECK(cudaMemsetAsync(b, 0, sizeof(T) * n, stream));
+  struct Events {
+    cudaEvent_t start = nullptr, stop = nullptr;
+    ~Events() {
+      if (start != nullptr) cudaEventDestroy(start);
+      if (stop != nullptr) cudaEventDestroy(stop);
+    }
+  } e;
+  SPADE_CUDA_CHECK(cudaEventCreate(&e.start));
+  SPADE_CUDA_CHECK(cudaEventCreate(&e.stop));
+  const ks::RhsPass<T> rhs{b, n, trial.at<T>(o_x), n, 1};
+  bool faster = false;
+  for (int attempt = 0; attempt < 2 && !faster; ++attempt) {
+    SPADE_CUDA_CHECK(cudaEventRecord(e.start, stream));
+    const int cur = parity[0];
+    ks::solve_fused(lower(), items, nitems, y[0][cur], y[0][1 - cur], rhs, schedule(), stream);
+    parity[0] = 1 - cur;
+    SPADE_CUDA_CHECK(cudaEventRecord(e.stop, stream));
+    SPADE_CUDA_CHECK(cudaEventSynchronize(e.stop));
+    float ms = 0;
+    SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, e.start, e.stop));
+    faster = double(ms) * 1e3 < levr_us;
+  }
+  const Control c = read_control(stream);
+  if (c.status.code != kernels::kStatusOk)
+    throw NumericalError(NumericalError::Kind::no_progress, c.status.index,
+                         "sparse triangular solve: auto's trial of fused stopped waiting at unknown " +
+                             std::to_string(c.status.index));
+  return faster;
 }
 
 template <typename T>
@@ -732,7 +724,7 @@ void SptrsvPlan<T>::Impl::allocate_multi_rhs(cudaStream_t stream) {
   const std::size_t o_left = layout.add<T>(columns ? count : 0);
   const std::size_t o_y0 = layout.add<T>(first ? count : 0), o_y1 = layout.add<T>(second ? count : 0);
   scratch8 = std::move(layout);
-  scratch8.allocate();
+  scratch8.allocate(stream);
   if (columns) {
     left_sum[1] = scratch8.at<T>(o_left);
     SPADE_CUDA_CHECK(cudaMemsetAsync(left_sum[1], 0, sizeof(T) * count, stream));
@@ -750,7 +742,13 @@ void SptrsvPlan<T>::Impl::allocate_multi_rhs(cudaStream_t stream) {
 template <typename T>
 SptrsvPlan<T>::SptrsvPlan(const DeviceTriangle<T>& a, const SptrsvOptions& options, cudaStream_t stream)
     : impl_(std::make_unique<Impl>()) {
-  impl_->analyse(a, options, stream);
+  try {
+    impl_->analyse(a, options, stream);
+  } catch (...) {
+    // The slabs free themselves without waiting: let the analysis' work on `stream` finish first.
+    cudaStreamSynchronize(stream);
+    throw;
+  }
 }
 
 template <typename T>
@@ -783,14 +781,17 @@ void SptrsvPlan<T>::solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, 
                        " (both must be >= n = " + std::to_string(n) + ")");
   if (n == 0) return;
   if (b == nullptr || x == nullptr) throw InvalidInput("sparse triangular solve: b or x is null");
+  if (nrhs > 1 && !p.several_rhs)
+    throw InvalidInput("sparse triangular solve: nrhs = " + std::to_string(nrhs) +
+                       " on a plan built with SptrsvOptions::several_rhs = false");
   const ks::LowerPart<T> L = p.lower();
   for (int first = 0; first < nrhs; first += ks::kRhsPerPass) {
     const int nr = nrhs == 1 ? 1 : std::min(ks::kRhsPerPass, nrhs - first);
     const int w = nr == 1 ? 0 : 1;
-    if (w == 1 && p.left_sum[1] == nullptr && p.y[1][0] == nullptr) p.allocate_multi_rhs(stream);
     const ks::RhsPass<T> rhs{b + std::int64_t(first) * ldb, ldb, x + std::int64_t(first) * ldx, ldx, nr};
     const int nlev = p.stats.levels;
-    switch (w == 1 ? p.multi_algorithm : p.algorithm) {
+    const SptrsvAlgorithm pass_algorithm = w == 1 ? p.multi_algorithm : p.algorithm;
+    switch (pass_algorithm) {
       case SptrsvAlgorithm::levr:
         p.levr_graph[w].solve(L, p.levr_items,
                               (p.levr_items.piece != nullptr ? p.level_piece_ptr_host : p.level_ptr_host).data(),
@@ -806,10 +807,10 @@ void SptrsvPlan<T>::solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, 
           p.epoch = 0;
         }
         ++p.epoch;
-        if (p.algorithm == SptrsvAlgorithm::slfr)
+        if (pass_algorithm == SptrsvAlgorithm::slfr)
           ks::solve_slfr(L, p.jlev, p.flag, p.epoch, rhs, p.schedule(), stream);
         else
-          ks::solve_columns(L, p.algorithm == SptrsvAlgorithm::slfc ? p.jlev : nullptr, p.global_deg, p.local_deg,
+          ks::solve_columns(L, pass_algorithm == SptrsvAlgorithm::slfc ? p.jlev : nullptr, p.global_deg, p.local_deg,
                             p.flag, p.epoch, p.left_sum[w], rhs, p.schedule(), stream);
         break;
       }
@@ -830,6 +831,18 @@ void SptrsvPlan<T>::solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, 
       case SptrsvAlgorithm::automatic: break;
     }
   }
+  // The destructor waits for this event: outside a capture only (a captured solve runs when the caller
+  // launches the graph, which must not outlive the plan).
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  SPADE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+  if (capturing == cudaStreamCaptureStatusNone) SPADE_CUDA_CHECK(cudaEventRecord(p.last_solve, stream));
+}
+
+SptrsvDeviceModel SptrsvDeviceModel::current() {
+  SptrsvDeviceModel d;
+  d.sm_count = cuda_device_attribute(cudaDevAttrMultiProcessorCount);
+  d.compute_major = cuda_device_major();
+  return d;
 }
 
 template <typename T>

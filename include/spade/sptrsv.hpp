@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "spade/sparse_matrix.hpp"
 
@@ -54,20 +55,10 @@ enum class DiagonalKind { non_unit, unit };
 
 /// The kernel families, each selectable by name (to_string / sptrsv_algorithm_from_string).
 enum class SptrsvAlgorithm {
-  automatic,  ///< "auto": after the level analysis, levr when the triangle has at most 32 levels; else
-              ///< level_block for at most 520 rows per level (n / levels; 300 from 3.5 entries per row,
-              ///< diagonal included), else levr on levels of at least 10,000 entries on average
-              ///< (diagonal included), else fused_level from 3.5 entries per row, else fused; the fused
-              ///< kernels choose thread- or warp-level work per chunk from the nonzeros per row. Where auto
-              ///< would take fused_level, or level_block on levels of at least 1,000 entries on average
-              ///< (diagonal included), it takes cluster where cluster's layout fits: for one right-hand
-              ///< side only where every block's share of a level takes one pass of the block, for several
-              ///< in any case. Where cluster does not fit in place of fused_level, passes of several
-              ///< right-hand sides run level_block (the plan then also holds level_block's packed copy).
-              ///< Passes of several right-hand sides run levr, whatever one runs except level_block, on
-              ///< triangles of at most 64 levels (on fused_level's or cluster's part, renumbered in level
-              ///< order, where one right-hand side runs those). SptrsvPlan::algorithm(nrhs) tells which
-              ///< algorithm a solve runs
+  automatic,  ///< "auto": the algorithm of smallest predicted time by sptrsv_auto_rule (below), from the
+              ///< triangle's level analysis and the device; on triangles with a few wide levels and many
+              ///< thin ones it also times one fused solve in the analysis and keeps fused where it beats
+              ///< levr's prediction. SptrsvPlan::algorithm(nrhs) tells which algorithm a solve runs
   levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017); rows of at
               ///< most 4 entries several to a warp where no row has more, rows of more than 64 entries split
               ///< into pieces of 64, a warp each (the last piece to finish solves the row, so the order of
@@ -128,11 +119,15 @@ struct SptrsvOptions {
   /// runs: 27-point grids (about 13 per row) ran 5x faster at thread level than at warp level, bcsstk16
   /// (about 29 per row) 2x faster at warp level.
   double fusion_threshold = 20.0;
+  /// true: the analysis also allocates the scratch of passes of several right-hand sides (up to three
+  /// blocks of 8 n values, by the algorithm), so that no solve allocates; false: it does not, and a solve
+  /// of nrhs > 1 throws InvalidInput.
+  bool several_rhs = true;
 };
 
 /// Cheap statistics of the analysed triangle (off-diagonal entries only). levels and rows_per_level are 0
-/// when the algorithm needed no level analysis (auto always runs it), max_rows_per_level when the algorithm
-/// it ran needed no level sets (auto's fused and thread).
+/// when the algorithm needed no level analysis, max_rows_per_level when it needed no level sets (auto
+/// always builds both: its rule reads them).
 struct SptrsvStats {
   index_t n = 0;
   std::int64_t off_diagonal_nnz = 0;
@@ -143,6 +138,79 @@ struct SptrsvStats {
   double rows_per_level = 0;  ///< n / levels
 };
 
+/// What auto's rule reads of a triangle: the statistics of its strictly lower part after the level analysis
+/// (SptrsvStats' fields of the same names).
+struct SptrsvShape {
+  index_t n = 0;
+  std::int64_t off_diagonal_nnz = 0;
+  index_t levels = 0;              ///< level sets (longest dependency chain)
+  index_t max_rows_per_level = 0;  ///< the widest level
+  index_t max_nnz_per_row = 0;     ///< the longest row (off-diagonal entries)
+};
+
+/// The device properties and per-step costs of auto's cost model. The costs are those measured on an H100
+/// (132 SMs) by bench_sptrsv (docs/benchmarks/sptrsv.md, v23 tables: per-level slopes of the 2D and 3D grid
+/// series, 1,000 to 33,000 levels), the throughputs per SM so that they scale with the SM count.
+struct SptrsvDeviceModel {
+  int sm_count = 132;
+  int compute_major = 9;             ///< cluster needs 9 or more
+  double fixed_us = 3.0;             ///< one solve's launch and its first wait
+  double level_launch_us = 1.05;     ///< levr: the next level's kernel of its replayed graph
+  double block_barrier_us = 0.40;    ///< level_block: a barrier inside one thread block
+  double cluster_barrier_us = 0.93;  ///< cluster: a cluster-wide barrier
+  double cluster_start_us = 15;      ///< cluster: its launch and first levels beyond fixed_us (bayer10, 8
+                                     ///< levels: 0.023 ms against levr's 0.013)
+  double handoff_us = 0.35;          ///< one value handed between SMs through device memory (bench_sptrsv's
+                                     ///< header line measures it: 0.31 us on the H100)
+  double sm_entries_per_us = 760;    ///< entries (value, index, gathered x) one SM consumes per us in levr
+  double block_entries_per_us = 1400;   ///< ... in level_block's one block, its levels staged in shared memory
+  double cluster_entries_per_us = 2500; ///< ... in one block of a cluster, its solution values pushed to it
+  /// The SM count and compute capability of the current CUDA device, the costs above. Throws ResourceError.
+  static SptrsvDeviceModel current();
+};
+
+/// A predicted solve time of one right-hand side (microseconds).
+struct SptrsvPrediction {
+  SptrsvAlgorithm algorithm;
+  double us;
+};
+
+/// auto's choice for one triangle on one device (sptrsv_auto_rule).
+struct SptrsvAutoChoice {
+  SptrsvAlgorithm one = SptrsvAlgorithm::levr;        ///< runs one right-hand side
+  SptrsvAlgorithm one_fallback = SptrsvAlgorithm::levr;  ///< where `one` is cluster and its layout does
+                                                         ///< not fit, or a share of a level takes two passes
+  SptrsvAlgorithm several = SptrsvAlgorithm::levr;    ///< runs passes of several right-hand sides
+  SptrsvAlgorithm several_fallback = SptrsvAlgorithm::levr;  ///< where `several` is cluster and does not fit
+  /// Time one fused solve in the analysis; keep fused for one right-hand side where it beats levr_us.
+  bool try_fused = false;
+  double levr_us = 0;
+  std::vector<SptrsvPrediction> predicted;  ///< every candidate, one right-hand side, fastest first
+};
+
+/// auto's rule, a pure host function. Each candidate's time for one right-hand side is predicted as
+/// (fixed cost) + (levels) x (its cost per level) + (entries, diagonal included) / (its throughput):
+///   levr         fixed + L * level_launch + W / (sm_count * sm_entries)       a kernel per level, whole GPU
+///   level_block  fixed + L * block_barrier + W / block_entries                one SM, barriers in the block
+///   cluster      fixed + cluster_start + L * cluster_barrier + W / (16 * cluster_entries)   16 SMs (cc 9)
+/// and the smallest wins (the per-level costs are the hand-offs of Li 2017's level scheduling and of Hogg
+/// 2013's in-kernel synchronization; the throughput term is the work). level_block is never a candidate
+/// where a row has more than kSptrsvOneBlockLongestRow entries (a Cholesky factor's dense rows would go
+/// through one SM). Several right-hand sides: the same predictions times 1.1 (levr), 1.0 (level_block,
+/// a block per right-hand side side by side) and 1.2 (cluster), the 8-over-1 ratios of the v23 tables.
+/// cluster runs one right-hand side only where a 16th of the widest level takes one pass of its block.
+/// fused (YuenyeungSpTRSV) pays a hand-off per dependency instead of a level (fixed + L * handoff +
+/// W / (sm_count * sm_entries) at best) but only where the dependencies stay off its critical path, which
+/// the level statistics do not tell: where levr wins above, the widest level holds more than
+/// kSptrsvSkewedLevels times the mean rows per level (many thin levels) and fused's best case beats levr's
+/// prediction, try_fused asks the analysis to time it. Throws InvalidInput for negative sizes.
+SptrsvAutoChoice sptrsv_auto_rule(const SptrsvShape& shape, const SptrsvDeviceModel& device);
+
+/// The longest row (off-diagonal entries) that auto still gives to one thread block (level_block).
+constexpr index_t kSptrsvOneBlockLongestRow = 512;
+/// The widest level over the mean rows per level from which auto times fused.
+constexpr double kSptrsvSkewedLevels = 8.0;
+
 /// The reusable analysis of one triangle for one algorithm: a move-only owner of device memory.
 template <typename T>
 class SptrsvPlan {
@@ -150,15 +218,18 @@ class SptrsvPlan {
   /// Validates `a`, copies it into the layout the algorithm needs (upper triangles are solved as lower
   /// ones in reversed numbering), and builds level sets, in-degree counts or row chunks as the algorithm
   /// requires. One device allocation holds everything (a few more for the level-ordered copy, the packed
-  /// levels, cluster's layout and levr's pieces), taken stream-ordered on `stream` from the current
-  /// device's memory pool (cudaMallocAsync: the application's pool settings, such as a release threshold,
-  /// apply), or by cudaMalloc on a device without memory pools; the destructor waits for the device before
-  /// it frees them, as cudaFree does. The analysis synchronizes `stream` at its end (the results, with
+  /// levels, cluster's layout, levr's pieces and the scratch of several right-hand sides), taken
+  /// stream-ordered on `stream` from the current device's memory pool (cudaMallocAsync: the application's
+  /// pool settings, such as a release threshold, apply), or by cudaMalloc on a device without memory pools.
+  /// The destructor waits for the plan's last solve (an event recorded by every solve outside a stream
+  /// capture), not for the device, and gives pool memory back stream-ordered (cudaFreeAsync; cudaFree,
+  /// which waits for the device, without pools). auto's analysis reads the level pointers back to apply
+  /// its rule and, where the rule says so, times one or two fused solves (events on `stream`). The analysis
+  /// synchronizes `stream` at its end (the results, with
   /// the level pointers); before that once to check the input where the matrix is transposed or its level
   /// sets come from CSC (the CSR level kernel does nothing on bad input and need not wait), once after the
-  /// level analysis (the level count), and once each where auto weighs cluster for one right-hand side,
-  /// where cluster's layout is built and where level_block's levels are packed. Throws as described in
-  /// the file comment.
+  /// level analysis (the level count), and once each where cluster's layout is built and where
+  /// level_block's levels are packed. Throws as described in the file comment.
   SptrsvPlan(const DeviceTriangle<T>& a, const SptrsvOptions& options = {}, cudaStream_t stream = nullptr);
   ~SptrsvPlan();
   SptrsvPlan(SptrsvPlan&&) noexcept;
@@ -173,9 +244,12 @@ class SptrsvPlan {
   /// solve with others replays a second graph, recorded at the first such solve, whose kernels read them
   /// from device memory (a one-thread kernel stores them there first where they changed; up to 18% slower
   /// than the first graph for several right-hand sides on narrow levels). On a stream the caller is
-  /// capturing it launches the levels into the caller's graph instead. A plan runs one solve at a time:
+  /// capturing it launches the levels into the caller's graph instead. A solve allocates no memory and
+  /// never synchronizes, so it may be captured in any capture mode (the graph must not outlive the
+  /// plan); outside a capture it records the plan's event on `stream`. A plan runs one solve at a time:
   /// solves on different streams must be ordered by the caller. Throws InvalidInput for null pointers,
-  /// nrhs < 1 or a leading dimension < n; ResourceError for CUDA errors.
+  /// nrhs < 1, a leading dimension < n or nrhs > 1 on a plan built with several_rhs = false;
+  /// ResourceError for CUDA errors.
   void solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, cudaStream_t stream = nullptr);
   /// One right-hand side.
   void solve(const T* b, T* x, cudaStream_t stream = nullptr) { solve(b, n(), x, n(), 1, stream); }
