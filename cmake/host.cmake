@@ -20,7 +20,7 @@ target_include_directories(spade_host PUBLIC
 target_compile_options(spade_host PRIVATE ${SPADE_WARNINGS})
 target_link_libraries(spade_host
   PUBLIC OpenMP::OpenMP_CXX
-  PRIVATE spade::metis spade::amd LAPACK::LAPACK BLAS::BLAS ZLIB::ZLIB)
+  PRIVATE spade::metis spade::amd spade::colamd LAPACK::LAPACK BLAS::BLAS ZLIB::ZLIB)
 set_target_properties(spade_host PROPERTIES EXPORT_NAME host)
 
 if(BUILD_TESTING)
