@@ -82,6 +82,7 @@ spade::SolverOptions to_solver_options(const spade_options& o) {
     case SPADE_ORDERING_AUTO: break;
     case SPADE_ORDERING_AMD: options.analyze.ordering = spade::OrderingMethod::amd; break;
     case SPADE_ORDERING_METIS: options.analyze.ordering = spade::OrderingMethod::metis; break;
+    case SPADE_ORDERING_COLAMD: options.analyze.ordering = spade::OrderingMethod::colamd; break;
     case SPADE_ORDERING_NATURAL: options.analyze.ordering = spade::OrderingMethod::natural; break;
     default: throw spade::InvalidInput("spade_analyze: options->ordering " + std::to_string(o.ordering) + " is not a spade_ordering");
   }
@@ -129,6 +130,7 @@ spade_ordering to_c(spade::OrderingMethod method) {
     case spade::OrderingMethod::amd: return SPADE_ORDERING_AMD;
     case spade::OrderingMethod::metis: return SPADE_ORDERING_METIS;
     case spade::OrderingMethod::natural: return SPADE_ORDERING_NATURAL;
+    case spade::OrderingMethod::colamd: return SPADE_ORDERING_COLAMD;
   }
   return SPADE_ORDERING_AUTO;
 }

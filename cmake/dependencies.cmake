@@ -11,9 +11,9 @@ find_package(ZLIB REQUIRED)
 if(SPADE_ENABLE_CUDA)
   find_package(CUDAToolkit REQUIRED)
 endif()
-include(${CMAKE_CURRENT_LIST_DIR}/spadeOrderingLibraries.cmake)  # spade::metis, spade::amd
+include(${CMAKE_CURRENT_LIST_DIR}/spadeOrderingLibraries.cmake)  # spade::metis, spade::amd, spade::colamd
 if(NOT SPADE_ORDERING_LIBRARIES_FOUND)
-  message(FATAL_ERROR "METIS or SuiteSparse AMD not found (${SPADE_ORDERING_LIBRARIES_MISSING}); "
+  message(FATAL_ERROR "METIS or SuiteSparse AMD/COLAMD not found (${SPADE_ORDERING_LIBRARIES_MISSING}); "
                       "run scripts/install-deps.sh")
 endif()
 

@@ -4,7 +4,9 @@ add_library(spade_host
   core/sparse_matrix.cpp
   factor/symbolic.cpp
   factor/cholesky.cpp
+  factor/lu.cpp
   solve/host_solve.cpp
+  solve/lu_solve.cpp
   solve/refine.cpp
   solve/condition.cpp
   solve/supernodal_schedule.cpp
@@ -20,7 +22,7 @@ target_include_directories(spade_host PUBLIC
 target_compile_options(spade_host PRIVATE ${SPADE_WARNINGS})
 target_link_libraries(spade_host
   PUBLIC OpenMP::OpenMP_CXX
-  PRIVATE spade::metis spade::amd LAPACK::LAPACK BLAS::BLAS ZLIB::ZLIB)
+  PRIVATE spade::metis spade::amd spade::colamd LAPACK::LAPACK BLAS::BLAS ZLIB::ZLIB)
 set_target_properties(spade_host PROPERTIES EXPORT_NAME host)
 
 if(BUILD_TESTING)
@@ -68,4 +70,22 @@ target_link_libraries(bench_cholesky PRIVATE spade_host spade_cholmod_reference 
                       BLAS::BLAS)
 target_compile_definitions(bench_cholesky PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
 target_compile_options(bench_cholesky PRIVATE ${SPADE_WARNINGS})
+endif()
+
+if(BUILD_TESTING OR SPADE_BUILD_BENCHMARKS)
+# UMFPACK and KLU as the references of the LU's tests and benchmark (never linked into spade itself).
+find_library(UMFPACK_LIBRARY umfpack REQUIRED)
+find_library(KLU_LIBRARY klu REQUIRED)
+add_library(spade_lu_reference tests/lu_reference.cpp)
+target_include_directories(spade_lu_reference PUBLIC ${CMAKE_SOURCE_DIR}/tests PRIVATE ${SUITESPARSE_INCLUDE_DIR})
+target_link_libraries(spade_lu_reference PUBLIC spade_host PRIVATE ${UMFPACK_LIBRARY} ${KLU_LIBRARY}
+                      ${SUITESPARSECONFIG_LIBRARY})
+endif()
+
+if(BUILD_TESTING)
+add_executable(test_lu tests/test_lu.cpp)
+target_link_libraries(test_lu PRIVATE spade_host spade_lu_reference LAPACK::LAPACK GTest::gtest_main)
+target_compile_definitions(test_lu PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
+target_compile_options(test_lu PRIVATE ${SPADE_WARNINGS})
+gtest_discover_tests(test_lu)
 endif()

@@ -67,13 +67,22 @@ void print_analysis(std::FILE* out, const Report& report) {
   else
     std::fprintf(out, "  ordering       %s\n", a.ordering.c_str());
   std::fprintf(out, "  supernodes     %d\n", a.supernodes);
-  std::fprintf(out, "  nnz(L)         %lld (fill ratio nnz(L) / nnz(lower A) = %.2f)\n",
-               static_cast<long long>(a.nnz_l), a.fill_ratio);
+  if (a.lu)
+    std::fprintf(out, "  nnz(L+U)       %lld (fill ratio nnz(L+U) / nnz(A) = %.2f)\n", static_cast<long long>(a.nnz_l),
+                 a.fill_ratio);
+  else
+    std::fprintf(out, "  nnz(L)         %lld (fill ratio nnz(L) / nnz(lower A) = %.2f)\n",
+                 static_cast<long long>(a.nnz_l), a.fill_ratio);
   std::fprintf(out, "  flops          %.4g GFlop factorization, %.4g GFlop per solve and right-hand side\n",
                a.flops * 1e-9, a.solve_flops * 1e-9);
 }
 
 void print_placement(std::FILE* out, const SolveSummary& s) {
+  std::fprintf(out, "factorization    %s (--factorization %s)\n", s.factorization_reason.c_str(),
+               s.factorization_requested.c_str());
+  if (s.factorization == "lu")
+    std::fprintf(out, "perturbed pivots %d (tiny pivots replaced by sqrt(eps) ||A||; refinement corrects them)\n",
+                 s.perturbed_pivots);
   std::fprintf(out, "placement        %s (--device %s)\n", s.placement_reason.c_str(), s.placement_requested.c_str());
   if (s.plan) {
     const GpuPlanReport& p = *s.plan;
@@ -140,8 +149,10 @@ std::string to_string(RefinementResult::Stop stop) {
 }
 
 void print_report(std::FILE* out, const Report& report) {
-  std::fprintf(out, "spade %s: sparse Cholesky P A P^T = L L^T, factored on the host, solved %s\n\n",
-               report.command.c_str(), report.solve && report.solve->gpu ? "on the GPU" : "on the host");
+  std::fprintf(out, "spade %s: %s, factored on the host, solved %s\n\n",
+               report.command.c_str(),
+               report.solve && report.solve->factorization == "lu" ? "sparse LU Q P Dr A Dc P^T = L U (static pivoting)"
+                                                                    : "sparse Cholesky P A P^T = L L^T", report.solve && report.solve->gpu ? "on the GPU" : "on the host");
   print_input(out, report.input);
   if (report.matching) print_matching(out, *report.matching, report.input.rows);
   print_analysis(out, report);
@@ -194,6 +205,7 @@ nlohmann::ordered_json to_json(const Report& report) {
                      {"ordering", a.ordering},
                      {"supernodes", a.supernodes},
                      {"nnz_l", a.nnz_l},
+                     {"lu", a.lu},
                      {"fill_ratio", a.fill_ratio},
                      {"flops", a.flops},
                      {"solve_flops", a.solve_flops}};
@@ -229,6 +241,10 @@ nlohmann::ordered_json to_json(const Report& report) {
       placement["plan"] = nullptr;
     }
     j["placement"] = placement;
+    j["factorization"] = {{"requested", s.factorization_requested},
+                          {"used", s.factorization},
+                          {"reason", s.factorization_reason},
+                          {"perturbed_pivots", s.perturbed_pivots}};
   }
   ordered_json phases = ordered_json::object();
   for (const Phase& p : report.phases) {

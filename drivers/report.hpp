@@ -34,7 +34,8 @@ struct InputSummary {
 
 /// What the symbolic analysis predicts.
 struct AnalysisSummary {
-  std::string ordering_requested;  ///< "auto", "amd", "metis" or "natural"
+  std::string ordering_requested;  ///< "auto", "amd", "metis", "colamd" or "natural"
+  bool lu = false;                 ///< an LU: nnz_l counts L and U (2 nnz(L) - n), fill_ratio is over nnz(A)
   std::string ordering;            ///< the method that produced the permutation
   index_t supernodes = 0;
   offset_t nnz_l = 0;      ///< entries of L as stored (relaxed supernodes)
@@ -65,6 +66,10 @@ struct Phase {
 struct SolveSummary {
   int openmp_threads = 0;  ///< threads of the numeric factorization (subtrees in parallel)
   int blas_threads = 0;    ///< OpenBLAS threads (the large supernodes and the host solve)
+  std::string factorization_requested;  ///< --factorization: "auto", "cholesky" or "lu"
+  std::string factorization;           ///< the one used: "cholesky" or "lu"
+  std::string factorization_reason;    ///< why, one line (spade::Report::factorization_reason)
+  index_t perturbed_pivots = 0;        ///< LU: tiny pivots replaced by sqrt(eps) ||A|| (spade::Report)
   std::string placement_requested;     ///< --device: "auto", "gpu" or "cpu"
   bool gpu = false;                    ///< the solves ran on the GPU
   std::string placement_reason;        ///< why there, one line (spade::Report::placement_reason)

@@ -1,6 +1,7 @@
 // spade: the command-line program.
 //
-//   spade solve A.mtx [--rhs b.mtx] [--nrhs k] [--ordering auto|amd|metis|natural] [--refine N]
+//   spade solve A.mtx [--rhs b.mtx] [--nrhs k] [--ordering auto|amd|metis|colamd|natural] [--refine N]
+//                     [--factorization auto|cholesky|lu]
 //                     [--out x.mtx] [--json report.json] [--threads T] [--device auto|gpu|cpu]
 //                     [--pattern-values reject|ones|laplacian]
 //   spade info A.mtx [--pattern-values ...] [--ordering ...] [--json report.json]
@@ -67,6 +68,7 @@ struct Options {
   std::string json;               ///< JSON report file, empty = none
   int threads = 0;                ///< 0 = OpenMP's default (OMP_NUM_THREADS or all cores)
   std::string device = "auto";    ///< where the solves run: "auto", "gpu" or "cpu"
+  std::string factorization = "auto";  ///< "auto", "cholesky" or "lu" (solve, demo)
   std::string pattern_values = "reject";  ///< "reject", "ones" or "laplacian"
   bool quiet = false;                     ///< no progress lines on stderr
 
@@ -74,6 +76,7 @@ struct Options {
   std::optional<spade::OrderingMethod> ordering_method;  ///< empty: automatic
   spade::PatternValues pattern = spade::PatternValues::reject;
   spade::Placement placement = spade::Placement::automatic;
+  spade::Factorization factorization_kind = spade::Factorization::automatic;
 };
 
 /// Progress lines on stderr: "[spade] <phase> ... <seconds> s". A phase that throws leaves its line open;
@@ -114,8 +117,14 @@ void parse_names(Options& o) {
     try {
       o.ordering_method = spade::parse_ordering_method(o.ordering);
     } catch (const spade::InvalidInput&) {
-      throw spade::InvalidInput("unknown --ordering '" + o.ordering + "'; expected auto, amd, metis or natural");
+      throw spade::InvalidInput("unknown --ordering '" + o.ordering +
+                                "'; expected auto, amd, metis, colamd or natural");
     }
+  }
+  try {
+    o.factorization_kind = spade::parse_factorization(o.factorization);
+  } catch (const spade::InvalidInput&) {
+    throw spade::InvalidInput("unknown --factorization '" + o.factorization + "'; expected auto, cholesky or lu");
   }
   try {
     o.placement = spade::parse_placement(o.device);
@@ -272,12 +281,13 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
   const std::string source = spade::printable(report.input.source, 200);
   // The shape first, before any arithmetic with A: square and not empty (the analysis checks the rest).
   if (!A.is_square())
-    throw spade::InvalidInput(source + ": Cholesky needs a square matrix, this one is " + std::to_string(A.rows()) +
+    throw spade::InvalidInput(source + ": the solver needs a square matrix, this one is " + std::to_string(A.rows()) +
                               " x " + std::to_string(A.cols()));
   const index_t n = A.rows();
   if (n == 0) throw spade::InvalidInput(source + ": the matrix is 0 x 0; there is nothing to solve");
   spade::SolverOptions options;
   options.analyze.ordering = o.ordering_method;
+  options.factorization = o.factorization_kind;
   options.threads = o.threads;
   options.placement = o.placement;
   options.refine.max_steps = o.refine;
@@ -334,7 +344,32 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
     for (const spade::PhaseTime& p : r.phases)
       if (p.name == name) report.phases.push_back({p.name, p.seconds, p.gflops_per_second});
   };
+  if (r.factorization == spade::Factorization::lu) {
+    // The LU's analysis (done by analyze(), or by factorize() when `auto` left the Cholesky) replaces the
+    // Cholesky's in the report.
+    report.phases.erase(std::remove_if(report.phases.begin(), report.phases.end(),
+                                       [](const spade::cli::Phase& p) { return p.name == "order" || p.name == "symbolic"; }),
+                        report.phases.end());
+    phase("matching");
+    phase("order");
+    phase("symbolic");
+    const spade::LuSymbolic& lu = solver.lu_factor().symbolic();
+    spade::cli::AnalysisSummary a;
+    a.ordering_requested = o.ordering;
+    a.ordering = spade::to_string(lu.structure->ordering);
+    a.lu = true;
+    a.supernodes = lu.structure->num_supernodes;
+    a.nnz_l = lu.nnz_lu;
+    a.fill_ratio = static_cast<double>(lu.nnz_lu) / static_cast<double>(std::max<offset_t>(A.nnz(), 1));
+    a.flops = lu.flops;
+    a.solve_flops = lu.solve_flops;
+    report.analysis = a;
+  }
   phase("numeric");
+  s.factorization_requested = o.factorization;
+  s.factorization = spade::to_string(r.factorization);
+  s.factorization_reason = r.factorization_reason;
+  s.perturbed_pivots = r.perturbed_pivots;
   s.openmp_threads = r.threads;
   s.blas_threads = r.threads;
   s.placement_requested = o.device;
@@ -360,9 +395,23 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
   // A backward error of a few eps says nothing about the forward error of an ill-conditioned A: report
   // kappa_1(A) and the bound it implies (a few more solves, each with one column).
   progress.run("condition estimate", [&] {
-    s.condition = spade::condition_estimate(A, [&](double* x, index_t k, index_t ld) { solver.solve(x, k, ld); });
+    s.condition = spade::condition_estimate(
+        A, [&](double* x, index_t k, index_t ld) { solver.solve(x, k, ld); },
+        [&](double* x, index_t k, index_t ld) { solver.solve_transposed(x, k, ld); });
   });
   s.forward_error_bound = s.condition * std::max(s.berr, std::numeric_limits<double>::epsilon());
+  // Static pivoting that refinement could not repair is a clear error, not a report of a wrong answer:
+  // perturbed pivots, refinement short of its target, and an error bound that promises no correct digit.
+  if (r.factorization == spade::Factorization::lu && r.perturbed_pivots > 0 && !result.converged &&
+      s.forward_error_bound >= 1) {
+    char line[200];
+    std::snprintf(line, sizeof line, "%d tiny pivots were perturbed, refinement stopped (%s) at berr = %.3g, and "
+                  "kappa_1(A) * berr = %.3g", static_cast<int>(r.perturbed_pivots),
+                  spade::cli::to_string(result.stop).c_str(), result.solution.berr, s.forward_error_bound);
+    throw spade::NumericalError(spade::NumericalError::Kind::singular, -1,
+                                source + ": the matrix is numerically singular, or too ill-conditioned for the LU "
+                                         "with static pivoting: " + line);
+  }
 
   if (!o.out.empty()) {
     spade::write_dense_matrix_market(o.out, spade::DenseMatrix{n, s.nrhs, std::move(X)});
@@ -430,8 +479,8 @@ int run_info(const Options& o, Progress& progress) {
 
 void add_common_options(CLI::App* command, Options& o) {
   command->add_option("--ordering", o.ordering,
-                      "fill-reducing ordering: amd, metis, natural, or auto (AMD; METIS too when AMD's factor is "
-                      "fill- and flop-heavy, keeping the smaller nnz(L))")
+                      "fill-reducing ordering: amd, metis, colamd (on A's columns, for the LU), natural, or auto "
+                      "(AMD; METIS too when AMD's factor is fill- and flop-heavy, keeping the smaller nnz(L))")
       ->capture_default_str();
   command->add_option("--json", o.json, "also write the report as JSON to this file");
   command->add_flag("-q,--quiet", o.quiet, "no progress lines on stderr");
@@ -447,6 +496,10 @@ void add_solve_options(CLI::App* command, Options& o) {
   command->add_option("--out", o.out, "write the solution to this Matrix Market array file");
   command->add_option("--threads", o.threads, "OpenMP and OpenBLAS threads (default: OMP_NUM_THREADS or all cores)")
       ->check(CLI::Range(1, 4096));
+  command->add_option("--factorization", o.factorization,
+                      "auto (Cholesky for symmetric input, the LU when it is not positive definite, saying so; the "
+                      "LU for unsymmetric input), cholesky, or lu (static pivoting; its solves run on the host)")
+      ->capture_default_str();
   command->add_option("--device", o.device,
                       "where the solves run: auto (the GPU when one is usable and the factor fits, else the host), "
                       "gpu (an error when it cannot) or cpu")

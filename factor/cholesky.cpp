@@ -8,15 +8,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <exception>
 #include <limits>
-#include <mutex>
 #include <new>
-#include <queue>
 #include <string>
 
-#include "../core/blas.hpp"
 #include "../core/messages.hpp"
+#include "supernodal_tree.hpp"
 #include "spade/error.hpp"
 
 namespace spade {
@@ -26,8 +23,6 @@ namespace {
 // and supernodes of at most kNarrow columns.
 constexpr offset_t kSmallUpdate = 2048;
 constexpr int kNarrow = 8;
-// Work (about k m^2 multiply-adds for a supernode of k columns and m rows) that keeps one BLAS thread busy.
-constexpr double kFlopsPerBlasThread = 4e6;
 
 void check_input(const SymbolicFactor& S, const SparseMatrix& A) {
   if (A.rows() != S.n || A.cols() != S.n || A.col_ptr() != S.a_col_ptr || A.row_ind() != S.a_row_ind)
@@ -66,85 +61,12 @@ NumericFactor::NumericFactor(std::shared_ptr<const SymbolicFactor> symbolic, con
                         std::to_string(symbolic_->panel_offset.back()) + " entries)");
   }
   try {
-    build_update_lists();
-    plan_subtrees();
+    work_size_ = detail::build_update_lists(*symbolic_, update_ptr_, updates_);
+    detail::plan_subtrees(*symbolic_, threads_, subtree_roots_, top_);
   } catch (const std::bad_alloc&) {
     throw ResourceError("factorize: out of memory for the update lists");
   }
   refactorize(A);
-}
-
-void NumericFactor::build_update_lists() {
-  const SymbolicFactor& S = *symbolic_;
-  const index_t ns = S.num_supernodes;
-  update_ptr_.assign(static_cast<std::size_t>(ns) + 1, 0);
-  // Two passes over every supernode's rows below its diagonal block: count, then fill (ascending d).
-  for (int pass = 0; pass < 2; ++pass) {
-    std::vector<offset_t> next(update_ptr_.begin(), update_ptr_.end() - 1);
-    for (index_t d = 0; d < ns; ++d) {
-      const offset_t begin = S.row_ptr[d], m = S.supernode_rows(d);
-      index_t last = -1;
-      for (offset_t p = S.supernode_cols(d); p < m; ++p) {
-        const index_t t = S.supernode_of[S.row_indices[begin + p]];
-        if (t == last) continue;
-        last = t;
-        if (pass == 0) {
-          ++update_ptr_[t + 1];
-        } else {
-          updates_[next[t]++] = Update{d, static_cast<index_t>(p)};
-          offset_t q = p;  // the block is rows p .. m-1 of d by the rows of d inside t
-          while (q < m && S.supernode_of[S.row_indices[begin + q]] == t) ++q;
-          work_size_ = std::max(work_size_, static_cast<std::size_t>((m - p) * (q - p)));
-        }
-      }
-    }
-    if (pass == 0) {
-      for (index_t t = 0; t < ns; ++t) update_ptr_[t + 1] += update_ptr_[t];
-      updates_.resize(static_cast<std::size_t>(update_ptr_[ns]));
-    }
-  }
-}
-
-// Splits the assembly tree into independent subtrees for the threads and a top part (Geist and Ng 1989):
-// the heaviest subtree is split at its root while it holds more than 1/(4 threads) of the flops.
-void NumericFactor::plan_subtrees() {
-  const SymbolicFactor& S = *symbolic_;
-  const index_t ns = S.num_supernodes;
-  subtree_roots_.clear();
-  top_.clear();
-  if (threads_ <= 1) {
-    for (index_t s = 0; s < ns; ++s) top_.push_back(s);
-    return;
-  }
-  std::vector<double> work(ns, 0.0);
-  std::vector<std::vector<index_t>> children(ns);
-  double total = 0;
-  for (index_t s = 0; s < ns; ++s) {
-    const double k = S.supernode_cols(s), m = S.supernode_rows(s);
-    work[s] += k * m * m;  // about the flops of its updates, potrf and trsm
-    if (S.super_parent[s] != -1) {
-      work[S.super_parent[s]] += work[s];
-      children[S.super_parent[s]].push_back(s);
-    } else {
-      total += work[s];
-    }
-  }
-  auto lighter = [&](index_t a, index_t b) { return work[a] < work[b]; };
-  std::priority_queue<index_t, std::vector<index_t>, decltype(lighter)> heap(lighter);
-  for (index_t s = 0; s < ns; ++s)
-    if (S.super_parent[s] == -1) heap.push(s);
-  const double limit = total / (4.0 * threads_);
-  while (!heap.empty() && work[heap.top()] > limit) {
-    const index_t s = heap.top();
-    heap.pop();
-    top_.push_back(s);
-    for (index_t c : children[s]) heap.push(c);
-  }
-  while (!heap.empty()) {
-    subtree_roots_.push_back(heap.top());
-    heap.pop();
-  }
-  std::sort(top_.begin(), top_.end());  // children before parents
 }
 
 void NumericFactor::refactorize(const SparseMatrix& A) {
@@ -161,66 +83,12 @@ void NumericFactor::refactorize(const SparseMatrix& A) {
 void NumericFactor::factor_all(const SparseMatrix& A) {
   const SymbolicFactor& S = *symbolic_;
   check_input(S, A);
-  // Subtree of supernode s: the contiguous range first_descendant[s] .. s (the numbering is a postorder).
-  std::vector<index_t> first_descendant(S.num_supernodes);
-  for (index_t s = 0; s < S.num_supernodes; ++s) first_descendant[s] = s;
-  for (index_t s = 0; s < S.num_supernodes; ++s)
-    if (S.super_parent[s] != -1)
-      first_descendant[S.super_parent[s]] = std::min(first_descendant[S.super_parent[s]], first_descendant[s]);
-
-  // The first error of the lowest-numbered supernode wins, so the report does not depend on the threads.
-  std::mutex error_mutex;
-  index_t error_supernode = std::numeric_limits<index_t>::max();
-  std::exception_ptr error;
-  auto record = [&](index_t s) {
-    std::lock_guard<std::mutex> lock(error_mutex);
-    if (s < error_supernode) {
-      error_supernode = s;
-      error = std::current_exception();
-    }
-  };
-  if (!subtree_roots_.empty()) {
-    BlasThreads blas(1);
-    const index_t count = static_cast<index_t>(subtree_roots_.size());
-#pragma omp parallel num_threads(threads_)
-    {
-      // Allocated inside the try below: no exception may leave an OpenMP region.
-      std::vector<index_t> relpos;
-      std::vector<double> work;
-      bool workspace = false;
-#pragma omp for schedule(dynamic, 1)
-      for (index_t t = 0; t < count; ++t) {
-        const index_t root = subtree_roots_[t];
-        index_t s = first_descendant[root];
-        try {
-          if (!workspace) {
-            relpos.resize(S.n);
-            work.resize(work_size_);
-            workspace = true;
-          }
-          for (; s <= root; ++s) factor_supernode(s, A, relpos, work);
-          if (progress_) progress_(*this, first_descendant[root], root);
-        } catch (...) {
-          record(s);
-        }
-      }
-    }
-  }
-  if (!error) {
-    // Threaded BLAS at the top, with no more threads than the supernode's work keeps busy (OpenBLAS
-    // splits even small products across every thread it is given, which costs more than it saves).
-    BlasThreads blas(threads_);
-    std::vector<index_t> relpos(S.n);
-    std::vector<double> work(work_size_);
-    for (index_t s : top_) {
-      const double k = S.supernode_cols(s), m = S.supernode_rows(s);
-      const int wanted = static_cast<int>(std::clamp(k * m * m / kFlopsPerBlasThread, 1.0, double(threads_)));
-      blas.set(wanted);
-      factor_supernode(s, A, relpos, work);
-      if (progress_) progress_(*this, s, s);
-    }
-  }
-  if (error) std::rethrow_exception(error);
+  detail::factor_over_tree(
+      S, subtree_roots_, top_, threads_, work_size_,
+      [&](index_t s, std::vector<index_t>& relpos, std::vector<double>& work) { factor_supernode(s, A, relpos, work); },
+      [&](index_t first, index_t last) {
+        if (progress_) progress_(*this, first, last);
+      });
 }
 
 void NumericFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vector<index_t>& relpos,

@@ -230,17 +230,46 @@ std::vector<index_t> col_counts(const SparseMatrix& A, const std::vector<index_t
   return col_counts_of(strict_part(A.cols(), A.col_ptr(), A.row_ind()), parent, post);
 }
 
-std::shared_ptr<const SymbolicFactor> analyze(const SparseMatrix& A, const AnalyzeOptions& options) {
+namespace {
+
+// Steps 2 to 6 of the analysis, after the ordering perm0 (with its etree analysis `chosen`) is known.
+void finish_analysis(SymbolicFactor* S, const SparseMatrix& A, const std::vector<index_t>& perm0,
+                     const OrderingAnalysis& chosen, const SupernodeOptions& relax,
+                     std::chrono::steady_clock::time_point ordered);
+
+std::shared_ptr<SymbolicFactor> start_analysis(const SparseMatrix& A) {
   require_square(A, "analyze");
   if (!pattern_is_symmetric(A))
     throw InvalidInput("analyze: Cholesky needs a symmetric matrix, but the pattern of A is not symmetric");
-  const index_t n = A.cols();
   auto S = std::make_shared<SymbolicFactor>();
-  S->n = n;
+  S->n = A.cols();
   S->a_col_ptr = A.col_ptr();
   S->a_row_ind = A.row_ind();
-  const auto start = std::chrono::steady_clock::now();
+  return S;
+}
 
+}  // namespace
+
+std::shared_ptr<const SymbolicFactor> analyze(const SparseMatrix& A, const std::vector<index_t>& perm,
+                                              OrderingMethod method, const SupernodeOptions& supernodes) {
+  auto S = start_analysis(A);
+  if (perm.size() != static_cast<std::size_t>(A.cols()))
+    throw InvalidInput("analyze: the ordering has " + std::to_string(perm.size()) + " entries, the matrix " +
+                       std::to_string(A.cols()) + " columns");
+  inverse_permutation(perm);  // throws InvalidInput unless perm is a permutation
+  const auto start = std::chrono::steady_clock::now();
+  S->ordering = method;
+  const OrderingAnalysis chosen = analyze_ordering(A, perm);
+  const auto ordered = std::chrono::steady_clock::now();
+  S->ordering_seconds = std::chrono::duration<double>(ordered - start).count();
+  finish_analysis(S.get(), A, perm, chosen, supernodes, ordered);
+  return S;
+}
+
+std::shared_ptr<const SymbolicFactor> analyze(const SparseMatrix& A, const AnalyzeOptions& options) {
+  auto S = start_analysis(A);
+  const index_t n = A.cols();
+  const auto start = std::chrono::steady_clock::now();
   // 1. Fill-reducing ordering. Automatic: AMD, and METIS too when AMD's factor is both fill-heavy and
   //    flop-heavy (CHOLMOD's rule: nnz(L) >= 5 nnz(tril(A)) and flops >= 500 nnz(L)); the smaller nnz(L) wins.
   std::vector<index_t> perm0;
@@ -268,6 +297,16 @@ std::shared_ptr<const SymbolicFactor> analyze(const SparseMatrix& A, const Analy
   const auto ordered = std::chrono::steady_clock::now();
   S->ordering_seconds = std::chrono::duration<double>(ordered - start).count();
 
+  finish_analysis(S.get(), A, perm0, chosen, options.supernodes, ordered);
+  return S;
+}
+
+namespace {
+
+void finish_analysis(SymbolicFactor* S, const SparseMatrix& A, const std::vector<index_t>& perm0,
+                     const OrderingAnalysis& chosen, const SupernodeOptions& relax,
+                     std::chrono::steady_clock::time_point ordered) {
+  const index_t n = A.cols();
   // 2. Compose the ordering with its etree postorder, so that C = P A P^T is postordered. A postorder only
   //    relabels the etree (column post[k] of perm0's matrix becomes column k of C, with the same fill), so
   //    C's etree and column counts are the chosen ordering's, renumbered rather than recomputed.
@@ -307,7 +346,6 @@ std::shared_ptr<const SymbolicFactor> analyze(const SparseMatrix& A, const Analy
     const index_t p = S->parent[fbegin[s + 1] - 1];
     return p == -1 ? index_t{-1} : fsuper_of[p];
   };
-  const SupernodeOptions& relax = options.supernodes;
   {
     // State of the group that starts at fundamental supernode s+1 (groups grow downwards).
     index_t group_cols = 0;
@@ -393,7 +431,8 @@ std::shared_ptr<const SymbolicFactor> analyze(const SparseMatrix& A, const Analy
   }
   S->solve_flops = 4.0 * static_cast<double>(S->nnz_l) - 2.0 * n;
   S->symbolic_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ordered).count();
-  return S;
 }
+
+}  // namespace
 
 }  // namespace spade

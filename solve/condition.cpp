@@ -15,6 +15,10 @@ extern "C" void dlacn2_(const int* n, double* v, double* x, int* isgn, double* e
 namespace spade {
 
 double condition_estimate(const SparseMatrix& A, const SolveFunction& solve) {
+  return condition_estimate(A, solve, solve);  // A symmetric: A^{-1} and A^{-T} are the same solve
+}
+
+double condition_estimate(const SparseMatrix& A, const SolveFunction& solve, const SolveFunction& solve_transposed) {
   if (!A.is_square())
     throw InvalidInput("condition_estimate: A must be square, got " + std::to_string(A.rows()) + " x " +
                        std::to_string(A.cols()));
@@ -33,7 +37,8 @@ double condition_estimate(const SparseMatrix& A, const SolveFunction& solve) {
     double inverse_norm = 0;
     do {
       dlacn2_(&n, v.data(), x.data(), isgn.data(), &inverse_norm, &kase, isave);
-      if (kase != 0) solve(x.data(), 1, n);  // A symmetric: A^{-1} and A^{-T} are the same solve
+      if (kase == 1) solve(x.data(), 1, n);
+      if (kase == 2) solve_transposed(x.data(), 1, n);
     } while (kase != 0);
     return norm * inverse_norm;
   });

@@ -202,10 +202,28 @@ Placement parse_placement(const std::string& name) {
   throw InvalidInput("unknown placement '" + name + "'; expected auto, gpu or cpu");
 }
 
+std::string to_string(Factorization factorization) {
+  switch (factorization) {
+    case Factorization::cholesky: return "cholesky";
+    case Factorization::lu: return "lu";
+    case Factorization::automatic: break;
+  }
+  return "auto";
+}
+
+Factorization parse_factorization(const std::string& name) {
+  if (name == "auto") return Factorization::automatic;
+  if (name == "cholesky") return Factorization::cholesky;
+  if (name == "lu") return Factorization::lu;
+  throw InvalidInput("unknown factorization '" + name + "'; expected auto, cholesky or lu");
+}
+
 struct Solver::Impl {
   SolverOptions options;
   Report report;
-  std::shared_ptr<const SymbolicFactor> symbolic;
+  std::shared_ptr<const SymbolicFactor> symbolic;  // the Cholesky's, or the LU's structure
+  std::shared_ptr<const LuSymbolic> lu_symbolic;   // set when the factorization is an LU
+  std::optional<LuFactor> lu;
   std::optional<SparseMatrix> A;  // the last factorized matrix, for refinement
   std::optional<NumericFactor> factor;
 
@@ -233,7 +251,58 @@ struct Solver::Impl {
     report.phases.push_back({name, seconds, gflops});
   }
 
+  /// Analyzes A for the LU (discarding a Cholesky analysis, factor and plan) and records why.
+  void analyze_for_lu(const SparseMatrix& A, const std::string& why) {
+    pinned.reset();
+    residual.reset();
+    plan.reset();
+    report.plan.reset();
+    factor.reset();
+    lu.reset();
+    LuAnalyzeOptions lo;
+    lo.ordering = options.analyze.ordering;
+    lo.supernodes = options.analyze.supernodes;
+    lu_symbolic = analyze_lu(A, lo);
+    symbolic = lu_symbolic->structure;
+    report.factorization = Factorization::lu;
+    report.factorization_reason = why;
+    set_phase("matching", lu_symbolic->matching_seconds);
+    set_phase("order", lu_symbolic->ordering_seconds);
+    set_phase("symbolic", lu_symbolic->symbolic_seconds);
+  }
+
+  /// The LU's factorize(): on the host, the solves too (the GPU plan serves only Cholesky factors).
+  void factorize_lu(const SparseMatrix& A) {
+    constexpr const char* why = "the GPU solve plan serves only Cholesky factors, and this factor is an LU";
+    if (options.placement == Placement::gpu)
+      throw ResourceError(std::string("the GPU solve was requested (placement gpu), but ") + why);
+    this->A = A;
+    const auto t0 = Clock::now();
+    if (lu) {
+      lu->refactorize(A);
+    } else {
+      LuFactorOptions fo;
+      fo.threads = options.threads;
+      lu.emplace(lu_symbolic, A, fo);
+    }
+    const double numeric = seconds_since(t0);
+    report.threads = lu->threads();
+    report.perturbed_pivots = lu->perturbed_pivots();
+    set_phase("numeric", numeric, numeric > 0 ? lu_symbolic->flops * 1e-9 / numeric : 0);
+    use_gpu = false;
+    report.gpu = false;
+    report.placement_reason = options.placement == Placement::cpu ? "host solve (placement cpu)"
+                                                                  : std::string("host solve: ") + why;
+  }
+
+  void factorize_cholesky(const SparseMatrix& A);
+
   void require_factor(const char* who) const {
+    if (lu_symbolic) {
+      if (!lu || !lu->valid())
+        throw InvalidInput(std::string(who) + ": no successful factorization (call factorize() first)");
+      return;
+    }
     if (!factor || !factor->valid())
       throw InvalidInput(std::string(who) + ": no successful factorization (call factorize() first)");
   }
@@ -346,8 +415,10 @@ void Solver::analyze(const SparseMatrix& A) {
   s.residual.reset();
   s.plan.reset();
   s.factor.reset();
+  s.lu.reset();
   s.A.reset();
   s.symbolic.reset();
+  s.lu_symbolic.reset();
   s.use_gpu = false;
   s.report = Report{};
   s.report.placement = s.options.placement;
@@ -364,7 +435,22 @@ void Solver::analyze(const SparseMatrix& A) {
     });
   }
   try {
-    s.symbolic = spade::analyze(A, s.options.analyze);
+    const Factorization wanted = s.options.factorization;
+    bool symmetric_pattern = true;
+    if (wanted == Factorization::automatic && A.is_square()) {
+      const SparseMatrix t = A.transpose();
+      symmetric_pattern = t.col_ptr() == A.col_ptr() && t.row_ind() == A.row_ind();
+    }
+    if (wanted == Factorization::lu) {
+      s.analyze_for_lu(A, "LU requested");
+    } else if (!symmetric_pattern) {
+      s.analyze_for_lu(A, "LU: the pattern of A is not symmetric");
+    } else {
+      s.symbolic = spade::analyze(A, s.options.analyze);
+      s.report.factorization = Factorization::cholesky;
+      s.report.factorization_reason =
+          wanted == Factorization::cholesky ? "Cholesky requested" : "Cholesky: the pattern of A is symmetric";
+    }
   } catch (...) {
     if (probe.joinable()) probe.join();
     throw;
@@ -378,6 +464,7 @@ void Solver::analyze(const SparseMatrix& A) {
       s.device_problem = std::string("the GPU could not be initialized: ") + e.what();
     }
   }
+  if (s.lu_symbolic) return;  // its phases are recorded
   s.set_phase("order", s.symbolic->ordering_seconds);
   s.set_phase("symbolic", s.symbolic->symbolic_seconds);
 }
@@ -385,6 +472,33 @@ void Solver::analyze(const SparseMatrix& A) {
 void Solver::factorize(const SparseMatrix& A) {
   Impl& s = *impl_;
   if (!s.symbolic) throw InvalidInput("Solver::factorize: call analyze() first");
+  if (s.lu_symbolic) {
+    s.factorize_lu(A);
+    return;
+  }
+  if (s.options.factorization != Factorization::automatic) {
+    s.factorize_cholesky(A);
+    return;
+  }
+  // automatic: the Cholesky where it can, else the LU, saying why.
+  std::string why;
+  if (A.rows() == s.symbolic->n && A.cols() == s.symbolic->n && !A.is_symmetric()) {
+    why = "LU: A's values are not symmetric";
+  } else {
+    try {
+      s.factorize_cholesky(A);
+      return;
+    } catch (const NumericalError& e) {
+      if (e.kind() != NumericalError::Kind::not_positive_definite) throw;
+      why = std::string("LU: the Cholesky found A not positive definite (") + e.what() + ")";
+    }
+  }
+  s.analyze_for_lu(A, why);
+  s.factorize_lu(A);
+}
+
+void Solver::Impl::factorize_cholesky(const SparseMatrix& A) {
+  Impl& s = *this;
   const Placement placement = s.options.placement;
   if (placement == Placement::gpu && !s.device_ok)
     throw ResourceError("the GPU solve was requested (placement gpu), but " + s.device_problem);
@@ -473,7 +587,21 @@ void Solver::solve(double* X, index_t nrhs, index_t ldx, Memory memory) {
   const auto t0 = Clock::now();
   SolveTimes times;
   times.nrhs = nrhs;
-  if (s.use_gpu) {
+  if (s.lu && memory == Memory::device) {
+    if (!s.device_ok) throw InvalidInput("Solver::solve: device memory given, but " + s.device_problem);
+    std::vector<double> host(static_cast<std::size_t>(n) * nrhs);
+    copy_block(host.data(), std::max<index_t>(n, 1), X, ldx, n, nrhs, cudaMemcpyDeviceToHost, nullptr);
+    SPADE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+    {
+      BlasThreads blas(s.lu->threads());
+      lu_solve_in_place(*s.lu, host.data(), nrhs, std::max<index_t>(n, 1));
+    }
+    copy_block(X, ldx, host.data(), std::max<index_t>(n, 1), n, nrhs, cudaMemcpyHostToDevice, nullptr);
+    SPADE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  } else if (s.lu) {
+    BlasThreads blas(s.lu->threads());
+    lu_solve_in_place(*s.lu, X, nrhs, ldx);
+  } else if (s.use_gpu) {
     times.gpu = true;
     const std::uint64_t generation = s.factor->generation();
     if (memory == Memory::host) {
@@ -519,7 +647,20 @@ void Solver::solve(double* X, index_t nrhs, index_t ldx, Memory memory) {
   }
   times.seconds = seconds_since(t0);
   s.report.last_solve = times;
-  s.set_phase("solve", times.seconds, times.seconds > 0 ? s.symbolic->solve_flops * nrhs * 1e-9 / times.seconds : 0);
+  const double flops = s.lu_symbolic ? s.lu_symbolic->solve_flops : s.symbolic->solve_flops;
+  s.set_phase("solve", times.seconds, times.seconds > 0 ? flops * nrhs * 1e-9 / times.seconds : 0);
+}
+
+void Solver::solve_transposed(double* X, index_t nrhs, index_t ldx) {
+  Impl& s = *impl_;
+  if (!s.lu) {
+    solve(X, nrhs, ldx);
+    return;
+  }
+  s.require_factor("Solver::solve_transposed");
+  s.check_shape(nrhs, ldx, "Solver::solve_transposed");
+  BlasThreads blas(s.lu->threads());
+  lu_solve_in_place(*s.lu, X, nrhs, ldx, Transpose::yes);
 }
 
 RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs,
@@ -574,8 +715,13 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
       SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
   } else {
-    BlasThreads blas(s.factor->threads());
-    const SolveFunction host_solve = [&s](double* Y, index_t k, index_t ldy) { solve_in_place(*s.factor, Y, k, ldy); };
+    BlasThreads blas(s.lu ? s.lu->threads() : s.factor->threads());
+    const SolveFunction host_solve = [&s](double* Y, index_t k, index_t ldy) {
+      if (s.lu)
+        lu_solve_in_place(*s.lu, Y, k, ldy);
+      else
+        solve_in_place(*s.factor, Y, k, ldy);
+    };
     if (memory == Memory::device) {
       if (!s.device_ok) throw InvalidInput("Solver::solve_refined: device memory given, but " + s.device_problem);
       std::vector<double> hb(static_cast<std::size_t>(n) * nrhs), hx(hb.size());
@@ -600,8 +746,15 @@ const SymbolicFactor& Solver::symbolic() const {
 std::shared_ptr<const SymbolicFactor> Solver::symbolic_ptr() const { return impl_->symbolic; }
 
 const NumericFactor& Solver::factor() const {
+  if (impl_->lu_symbolic) throw InvalidInput("Solver::factor: the factor is an LU (lu_factor())");
   impl_->require_factor("Solver::factor");
   return *impl_->factor;
+}
+
+const LuFactor& Solver::lu_factor() const {
+  if (!impl_->lu_symbolic) throw InvalidInput("Solver::lu_factor: the factor is a Cholesky (factor())");
+  impl_->require_factor("Solver::lu_factor");
+  return *impl_->lu;
 }
 
 bool Solver::on_gpu() const { return impl_->use_gpu; }

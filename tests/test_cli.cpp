@@ -247,7 +247,8 @@ TEST_F(Cli, GzipAndPatternFiles) {
   const Outcome run = spade("solve " + P + " --pattern-values laplacian");
   EXPECT_EQ(run.status, 0) << run.err;
   EXPECT_NE(run.out.find("pattern symmetric"), std::string::npos) << run.out;
-  EXPECT_EQ(spade("solve " + P + " --pattern-values ones").status, 3) << "the all-ones 3 x 3 pattern is not SPD";
+  EXPECT_EQ(spade("solve " + P + " --pattern-values ones --factorization cholesky").status, 3)
+      << "the all-ones 3 x 3 pattern is not SPD";
 }
 
 TEST_F(Cli, Info) {
@@ -303,8 +304,8 @@ TEST_F(Cli, InfoOnUnsymmetricMatrixReportsTheMatching) {
   EXPECT_TRUE(j["analysis"].is_null());
   EXPECT_TRUE(j["phases"].contains("matching"));
 
-  // LU does not exist yet: solve still refuses the matrix.
-  expect_error(spade("solve " + A), 2, {"symmetric"});
+  // The Cholesky refuses the matrix (the default, auto, takes the LU).
+  expect_error(spade("solve " + A + " --factorization cholesky"), 2, {"symmetric"});
 
   // No perfect matching: columns 0 and 1 have their entries only in row 0. info describes it, naming column 1.
   const std::string S = file("hall.mtx",
@@ -384,19 +385,20 @@ TEST_F(Cli, NonSquare) {
 TEST_F(Cli, NotSymmetricPattern) {
   const std::string A =
       file("nonsym.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 3\n1 1 4\n2 1 1\n2 2 4\n");
-  expect_error(spade("solve " + A), 2, {"symmetric"});
+  expect_error(spade("solve " + A + " --factorization cholesky"), 2, {"symmetric"});
 }
 
 TEST_F(Cli, NotSymmetricValues) {
   const std::string A =
       file("nonsymval.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 4\n1 1 4\n2 1 1\n1 2 2\n2 2 4\n");
-  expect_error(spade("solve " + A), 2, {"symmetric", "mirror"});
+  expect_error(spade("solve " + A + " --factorization cholesky"), 2, {"symmetric", "mirror"});
 }
 
 TEST_F(Cli, NotPositiveDefiniteNamesTheOriginalColumn) {
   // Node 23 of a 7 x 5 grid gets the diagonal -1; AMD reorders, the message must still say column 23.
   const std::string A = file("notpd.mtx", laplacian_file(7, 5, 23));
-  expect_error(spade("solve " + A + " --ordering amd"), 3, {"not positive definite", "column 23 ", "original"});
+  expect_error(spade("solve " + A + " --ordering amd --factorization cholesky"), 3,
+               {"not positive definite", "column 23 ", "original"});
 }
 
 TEST_F(Cli, NotFiniteValue) {
@@ -420,7 +422,41 @@ TEST_F(Cli, RightHandSideWithWrongRowCount) {
 
 TEST_F(Cli, UnknownOrdering) {
   const std::string A = file("lap_o.mtx", laplacian_file(3, 3));
-  expect_error(spade("solve " + A + " --ordering colamd"), 2, {"--ordering", "colamd"});
+  expect_error(spade("solve " + A + " --ordering camd"), 2, {"--ordering", "camd", "colamd"});
+  expect_error(spade("solve " + A + " --factorization qr"), 2, {"--factorization", "qr", "lu"});
+}
+
+TEST_F(Cli, FactorizationAutoTakesTheLuForUnsymmetricAndIndefiniteInput) {
+  const std::string U =
+      file("lu.mtx", "%%MatrixMarket matrix coordinate real general\n3 3 6\n1 1 4\n2 1 1\n1 2 2\n2 2 4\n3 2 1\n3 3 2\n");
+  const Outcome run = spade("solve " + U + " --json " + path("lu.json").string());
+  ASSERT_EQ(run.status, 0) << run.err;
+  for (const char* expected : {"LU: the pattern of A is not symmetric", "host solve: the GPU solve plan serves only "
+                               "Cholesky", "perturbed pivots 0", "nnz(L+U)", "converged"})
+    EXPECT_NE(run.out.find(expected), std::string::npos) << expected << "\n" << run.out;
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(path("lu.json")));
+  EXPECT_EQ(j["factorization"]["used"], "lu");
+  EXPECT_EQ(j["factorization"]["requested"], "auto");
+  EXPECT_EQ(j["analysis"]["lu"], true);
+  EXPECT_TRUE(j["phases"].contains("matching"));
+  EXPECT_LE(j["solve"]["berr"].get<double>(), 1e-15);
+  // Symmetric but not positive definite: auto tries the Cholesky, then says why it took the LU.
+  const std::string N = file("notpd_auto.mtx", laplacian_file(7, 5, 23));
+  const Outcome fallback = spade("solve " + N + " --ordering colamd");
+  ASSERT_EQ(fallback.status, 0) << fallback.err;
+  EXPECT_NE(fallback.out.find("LU: the Cholesky found A not positive definite"), std::string::npos) << fallback.out;
+  EXPECT_NE(fallback.out.find("colamd"), std::string::npos) << fallback.out;
+  // Numerically singular (proportional rows): perturbed pivots that refinement cannot repair are an error.
+  const std::string S =
+      file("singular_lu.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 4\n1 1 1\n2 1 2\n1 2 1\n2 2 2\n");
+  const std::string b = file("inconsistent.mtx", "%%MatrixMarket matrix array real general\n2 1\n1\n0\n");
+  expect_error(spade("solve " + S + " --rhs " + b), 3, {"numerically singular", "perturbed", "berr"});
+  // An LU factor has no GPU solve: --device gpu is a clear error.
+  expect_error(spade("solve " + U + " --device gpu"), 4, {"GPU", "only Cholesky"});
+  // --factorization lu on an SPD matrix.
+  const Outcome lu = spade("solve " + file("spd_lu.mtx", laplacian_file(4, 4)) + " --factorization lu --nrhs 2");
+  ASSERT_EQ(lu.status, 0) << lu.err;
+  EXPECT_NE(lu.out.find("LU requested"), std::string::npos) << lu.out;
 }
 
 TEST_F(Cli, EmptyMatrix) {

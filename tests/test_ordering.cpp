@@ -20,7 +20,8 @@
 namespace spade {
 namespace {
 
-constexpr OrderingMethod all_methods[] = {OrderingMethod::natural, OrderingMethod::amd, OrderingMethod::metis};
+constexpr OrderingMethod all_methods[] = {OrderingMethod::natural, OrderingMethod::amd, OrderingMethod::metis,
+                                          OrderingMethod::colamd};
 
 using spade::testing::error_of;
 
@@ -106,13 +107,14 @@ TEST(OrderingMethodNames, RoundTrip) {
   EXPECT_EQ(to_string(OrderingMethod::natural), "natural");
   EXPECT_EQ(to_string(OrderingMethod::amd), "amd");
   EXPECT_EQ(to_string(OrderingMethod::metis), "metis");
+  EXPECT_EQ(to_string(OrderingMethod::colamd), "colamd");
 }
 
 TEST(OrderingMethodNames, UnknownNameListsTheValidOnes) {
-  EXPECT_EQ(error_of<InvalidInput>([] { parse_ordering_method("colamd"); }),
-            "unknown ordering method 'colamd' (valid: natural, amd, metis)");
+  EXPECT_EQ(error_of<InvalidInput>([] { parse_ordering_method("camd"); }),
+            "unknown ordering method 'camd' (valid: natural, amd, metis, colamd)");
   EXPECT_EQ(error_of<InvalidInput>([] { parse_ordering_method("AMD"); }),
-            "unknown ordering method 'AMD' (valid: natural, amd, metis)");
+            "unknown ordering method 'AMD' (valid: natural, amd, metis, colamd)");
 }
 
 // ---- the fill counter used as the oracle ------------------------------------------------------------------
@@ -217,6 +219,19 @@ TEST(FillReducingOrdering, ValidPermutationsOnLargeRealMatrices) {
     ++tested;
   }
   if (tested == 0) GTEST_SKIP() << "none of the real matrices found in " << testing::matrix_dir();
+}
+
+TEST(FillReducingOrdering, ColamdReducesFillOnGridsAndUnsymmetricMatrices) {
+  // COLAMD orders A's columns for the factor of A^T A; applied symmetrically it still cuts the fill of a
+  // banded grid to less than half the natural order's, and of west0479 to less than two thirds.
+  const SparseMatrix grid = laplacian_2d(64, 64);
+  EXPECT_LT(cholesky_nnz(grid, fill_reducing_ordering(grid, OrderingMethod::colamd)),
+            cholesky_nnz(grid, fill_reducing_ordering(grid, OrderingMethod::natural)) / 2);
+  SPADE_REQUIRE_MATRIX("west0479.mtx.gz");
+  const SparseMatrix a = read_pattern("west0479.mtx.gz");
+  const std::vector<index_t> perm = fill_reducing_ordering(a, OrderingMethod::colamd);
+  ASSERT_TRUE(is_permutation_of_0_to_n(perm, a.rows()));
+  EXPECT_LT(cholesky_nnz(a, perm), 2 * cholesky_nnz(a, fill_reducing_ordering(a, OrderingMethod::natural)) / 3);
 }
 
 /// The pattern of A + A^T with every value 1, or only its upper triangle.

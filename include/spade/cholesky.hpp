@@ -72,14 +72,13 @@ class NumericFactor {
 
  private:
   // For each supernode t, the descendants d whose rows reach t's columns: d, and the position in d's row
-  // list of its first row inside t (left-looking update lists, built once per factor).
+  // list of its first row inside t (left-looking update lists, built once per factor by
+  // factor/supernodal_tree.hpp).
   struct Update {
     index_t source;
     index_t first_row;
   };
   void factor_all(const SparseMatrix& A);  // refactorize() without the bookkeeping of valid_
-  void build_update_lists();
-  void plan_subtrees();
   void factor_supernode(index_t s, const SparseMatrix& A, std::vector<index_t>& relpos, std::vector<double>& work);
 
   std::shared_ptr<const SymbolicFactor> symbolic_;

@@ -69,6 +69,10 @@ RefinementResult solve_refined(const SparseMatrix& A, const NumericFactor& F, co
 /// is not square, ResourceError if memory runs out, and whatever `solve` throws.
 double condition_estimate(const SparseMatrix& A, const SolveFunction& solve);
 
+/// condition_estimate for any square nonsingular A: dlacn2 asks for solves with A (`solve`) and with A^T
+/// (`solve_transposed`), one column each, leading dimension n. Same errors.
+double condition_estimate(const SparseMatrix& A, const SolveFunction& solve, const SolveFunction& solve_transposed);
+
 /// Componentwise backward error max_i |b - A x|_i / (|A| |x| + |b|)_i of one solution (Oettli-Prager), and
 /// the infinity norm of the residual; rows where both numerator and denominator vanish count as 0.
 RefinementStep backward_error(const SparseMatrix& A, const double* b, const double* x);

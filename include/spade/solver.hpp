@@ -19,6 +19,14 @@
 // factorization (out of memory, a failed upload) is an error under `gpu` and a fallback to the host under
 // `automatic`; a GPU failure during a solve is always an error, never a wrong answer.
 //
+// Factorization (SolverOptions::factorization): `cholesky` (the default) needs a symmetric positive definite
+// A; `lu` takes any square A through the supernodal LU with static pivoting (lu.hpp), whose analysis reads
+// A's values as well (the matching); `automatic` analyzes for Cholesky when A's pattern is symmetric and for
+// the LU otherwise, and at factorize() switches to the LU, saying why in report().factorization_reason, when
+// A's values are not symmetric or the Cholesky finds A not positive definite. An LU factor solves on the
+// host: the GPU solve plan serves only Cholesky factors (placement `automatic` says so in
+// placement_reason; placement `gpu` is a ResourceError).
+//
 // Threads: options.threads is used by the factorization (OpenMP over subtrees, BLAS at the top) and the
 // host solve; the plan's thread calls neither OpenMP nor BLAS. A Solver is used from one thread at a time
 // (its own plan thread aside). Library code never prints.
@@ -37,6 +45,7 @@
 #include <vector>
 
 #include "spade/cholesky.hpp"
+#include "spade/lu.hpp"
 #include "spade/solve.hpp"
 #include "spade/sparse_matrix.hpp"
 #include "spade/symbolic.hpp"
@@ -54,8 +63,17 @@ std::string to_string(Placement placement);
 /// The placement named "auto", "gpu" or "cpu"; throws InvalidInput for another name.
 Placement parse_placement(const std::string& name);
 
+/// Which factorization the solver uses (see the file comment).
+enum class Factorization { automatic, cholesky, lu };
+
+/// "auto", "cholesky" or "lu".
+std::string to_string(Factorization factorization);
+/// The factorization named "auto", "cholesky" or "lu"; throws InvalidInput for another name.
+Factorization parse_factorization(const std::string& name);
+
 struct SolverOptions {
-  AnalyzeOptions analyze;                      ///< ordering and supernode relaxation
+  AnalyzeOptions analyze;                      ///< ordering and supernode relaxation (of the LU's too)
+  Factorization factorization = Factorization::cholesky;  ///< see the file comment
   int threads = 0;  ///< factorization and host solve; 0 = omp_get_max_threads(); at most omp_get_num_procs()
   Placement placement = Placement::automatic;  ///< see the file comment
   RefineOptions refine;                        ///< for solve_refined
@@ -106,7 +124,10 @@ struct SolveTimes {
 
 /// The solver's report, filled as the phases run (the CLI prints it; report-writing is up to the caller).
 struct Report {
-  std::vector<PhaseTime> phases;
+  std::vector<PhaseTime> phases;             ///< with "matching" for an LU
+  Factorization factorization = Factorization::cholesky;  ///< the one in use: cholesky or lu
+  std::string factorization_reason;          ///< why, one line (requested, or what `automatic` saw)
+  index_t perturbed_pivots = 0;              ///< LU: tiny pivots replaced in the last factorization
   int threads = 0;                   ///< of the factorization and the host solve
   Placement placement = Placement::automatic;  ///< requested
   bool gpu = false;                  ///< the solves run on the GPU
@@ -122,14 +143,16 @@ class Solver {
   Solver(const Solver&) = delete;
   Solver& operator=(const Solver&) = delete;
 
-  /// Orders and analyzes A's pattern (square, symmetric pattern; values are not read). Discards any earlier
-  /// analysis, factor and plan. Throws as analyze() in symbolic.hpp.
+  /// Orders and analyzes A's pattern (square, symmetric pattern; values are not read) for the Cholesky, or
+  /// A for the LU (values read by the matching). Discards any earlier analysis, factor and plan. Throws as
+  /// analyze() in symbolic.hpp or analyze_lu() in lu.hpp.
   void analyze(const SparseMatrix& A);
 
-  /// Factorizes A (the analyzed pattern, symmetric values, positive definite) on the host, with the GPU
-  /// plan built and fed beside it when the solves go to the GPU. A later call refactorizes with new
-  /// values. Throws InvalidInput before analyze() or for a different pattern, NumericalError for a matrix
-  /// that is not positive definite (naming the column), ResourceError as in the file comment.
+  /// Factorizes A (the analyzed pattern; for the Cholesky symmetric values, positive definite) on the host,
+  /// with the GPU plan built and fed beside it when the solves go to the GPU. A later call refactorizes
+  /// with new values. Throws InvalidInput before analyze() or for a different pattern, NumericalError for a
+  /// matrix that is not positive definite (naming the column; under `automatic` the LU is used instead),
+  /// ResourceError as in the file comment.
   void factorize(const SparseMatrix& A);
 
   /// Solves A X = B in place: X holds B on entry (n x nrhs, column-major, leading dimension ldx >= max(1,
@@ -138,6 +161,10 @@ class Solver {
   /// bad shapes, or for a NaN/Inf in host right-hand sides; NumericalError (no_progress) or ResourceError
   /// when the GPU fails.
   void solve(double* X, index_t nrhs, index_t ldx, Memory memory = Memory::host);
+
+  /// Solves A^T X = B in place on the host (X in host memory, as solve()): the LU's transposed solve, or
+  /// solve() itself for a Cholesky factor. Same errors as solve().
+  void solve_transposed(double* X, index_t nrhs, index_t ldx);
 
   /// Solves A X = B with iterative refinement (options.refine; the rules of solve.hpp's solve_refined)
   /// against the last factorized A. B (leading dimension ldb) is not modified; X (ldx) receives the
@@ -152,8 +179,10 @@ class Solver {
   /// The analysis (throws InvalidInput before analyze()).
   const SymbolicFactor& symbolic() const;
   std::shared_ptr<const SymbolicFactor> symbolic_ptr() const;
-  /// The host factor (throws InvalidInput before a successful factorize()).
+  /// The host Cholesky factor (throws InvalidInput before a successful factorize(), or for an LU).
   const NumericFactor& factor() const;
+  /// The LU factor (throws InvalidInput before a successful factorize(), or for a Cholesky factor).
+  const LuFactor& lu_factor() const;
   /// True when solves run on the GPU.
   bool on_gpu() const;
   const Report& report() const;

@@ -58,7 +58,8 @@ typedef enum spade_ordering {
                                 ordering with the smaller predicted nnz(L) (CHOLMOD's rule) */
   SPADE_ORDERING_AMD = 1,    /* approximate minimum degree (SuiteSparse AMD) */
   SPADE_ORDERING_METIS = 2,  /* nested dissection (METIS_NodeND) */
-  SPADE_ORDERING_NATURAL = 3 /* no permutation */
+  SPADE_ORDERING_NATURAL = 3, /* no permutation */
+  SPADE_ORDERING_COLAMD = 4   /* column approximate minimum degree on A's columns (SuiteSparse COLAMD) */
 } spade_ordering;
 
 /* Where the solves run (the CLI's --device). */

@@ -107,4 +107,11 @@ struct SymbolicFactor {
 /// nnz(L) or the panel offsets would overflow 64-bit offsets or memory cannot be had.
 std::shared_ptr<const SymbolicFactor> analyze(const SparseMatrix& A, const AnalyzeOptions& options = {});
 
+/// analyze() with a fill-reducing ordering computed elsewhere (the LU's COLAMD on its unsymmetric matrix,
+/// lu.hpp): perm (length n, perm[k] = the original index of the k-th pivot) is composed with its etree
+/// postorder as analyze() composes its own; `method` is what SymbolicFactor::ordering records. Same errors
+/// as analyze(), and InvalidInput when perm is not a permutation of 0..n-1.
+std::shared_ptr<const SymbolicFactor> analyze(const SparseMatrix& A, const std::vector<index_t>& perm,
+                                              OrderingMethod method, const SupernodeOptions& supernodes = {});
+
 }  // namespace spade

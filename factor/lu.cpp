@@ -1,0 +1,362 @@
+// The LU analysis (matching, scaling, ordering, symmetrized structure, assembly maps) and the left-looking
+// supernodal LU with static pivoting (Li and Demmel 2003). See include/spade/lu.hpp.
+//
+// Supernode s gathers the updates of its descendants d: with L_d and U_d^T stored alike (rows of d's
+// structure by d's columns), the block of s's columns is L_d(rows >= f) U_d(., columns of s) and the block of
+// s's rows right of it is L_d(rows of s) U_d(., columns beyond s), one gemm each, scattered through relative
+// row positions as in the Cholesky. Then the diagonal block is factored with row pivoting inside it, L21 and
+// U12 follow by two trsm.
+#include "spade/lu.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <new>
+#include <numeric>
+#include <string>
+
+#include "../core/blas.hpp"
+#include "../core/messages.hpp"
+#include "spade/error.hpp"
+#include "spade/matching.hpp"
+#include "supernodal_tree.hpp"
+
+namespace spade {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Below these sizes scalar loops beat a BLAS call (as in the Cholesky).
+constexpr offset_t kSmallUpdate = 2048;
+// Columns of the diagonal block factored as one panel before its trailing update.
+constexpr int kPanel = 32;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The pattern of M + M^T with every diagonal entry, values 0: what the structure is analyzed on.
+SparseMatrix symmetrized_with_diagonal(const SparseMatrix& M) {
+  const index_t n = M.cols();
+  const SparseMatrix T = M.transpose();
+  std::vector<offset_t> ptr(static_cast<std::size_t>(n) + 1, 0);
+  std::vector<index_t> rows;
+  rows.reserve(static_cast<std::size_t>(2 * M.nnz() + n));
+  for (index_t j = 0; j < n; ++j) {
+    offset_t p = M.col_ptr()[j], q = T.col_ptr()[j];
+    const offset_t pe = M.col_ptr()[j + 1], qe = T.col_ptr()[j + 1];
+    bool diagonal = false;
+    auto push = [&](index_t i) {
+      if (!diagonal && i > j) {
+        rows.push_back(j);
+        diagonal = true;
+      }
+      if (i == j) diagonal = true;
+      rows.push_back(i);
+    };
+    while (p < pe || q < qe) {
+      if (q == qe || (p < pe && M.row_ind()[p] < T.row_ind()[q])) {
+        push(M.row_ind()[p++]);
+      } else if (p == pe || T.row_ind()[q] < M.row_ind()[p]) {
+        push(T.row_ind()[q++]);
+      } else {
+        push(M.row_ind()[p++]);
+        ++q;
+      }
+    }
+    if (!diagonal) rows.push_back(j);
+    ptr[j + 1] = static_cast<offset_t>(rows.size());
+  }
+  std::vector<double> values(rows.size(), 0.0);
+  return SparseMatrix(n, n, std::move(ptr), std::move(rows), std::move(values));
+}
+
+void check_input(const LuSymbolic& S, const SparseMatrix& A) {
+  if (A.rows() != S.n || A.cols() != S.n || A.col_ptr() != S.a_col_ptr || A.row_ind() != S.a_row_ind)
+    throw InvalidInput("factorize: the matrix's pattern differs from the pattern it was analyzed with");
+  for (index_t j = 0; j < A.cols(); ++j)
+    for (offset_t p = A.col_ptr()[j]; p < A.col_ptr()[j + 1]; ++p)
+      if (!std::isfinite(A.values()[p]))
+        throw InvalidInput("factorize: " + entry_name("A", A.row_ind()[p], j) + " is " +
+                           std::to_string(A.values()[p]) + "; the matrix must be finite");
+}
+
+// LU with row pivoting of the k x k block a (leading dimension lda), in place as LAPACK's getrf leaves it;
+// ipiv[c] = the row (0-based in the block) interchanged with row c. A pivot of magnitude below tau becomes
+// tau with its sign (+tau for 0), counted in `perturbed`. Blocked: panels of kPanel columns are factored by
+// rank-1 updates, then the block row right of the panel by trsm and the trailing block by gemm.
+void factor_diagonal_block(double* a, int k, int lda, index_t* ipiv, double tau, index_t& perturbed) {
+  const double one = 1.0, minus_one = -1.0;
+  for (int j0 = 0; j0 < k; j0 += kPanel) {
+    const int nb = std::min(kPanel, k - j0);
+    for (int c = j0; c < j0 + nb; ++c) {
+      double* ac = a + static_cast<offset_t>(c) * lda;
+      int p = c;
+      for (int r = c + 1; r < k; ++r)
+        if (std::abs(ac[r]) > std::abs(ac[p])) p = r;
+      ipiv[c] = p;
+      if (p != c)
+        for (int t = 0; t < k; ++t) std::swap(a[c + static_cast<offset_t>(t) * lda], a[p + static_cast<offset_t>(t) * lda]);
+      if (!(std::abs(ac[c]) >= tau)) {
+        ac[c] = std::signbit(ac[c]) ? -tau : tau;
+        ++perturbed;
+      }
+      const double inv = 1.0 / ac[c];
+      for (int r = c + 1; r < k; ++r) ac[r] *= inv;
+      for (int t = c + 1; t < j0 + nb; ++t) {  // the rest of the panel only
+        double* at = a + static_cast<offset_t>(t) * lda;
+        const double u = at[c];
+        if (u != 0)
+          for (int r = c + 1; r < k; ++r) at[r] -= ac[r] * u;
+      }
+    }
+    const int right = k - j0 - nb;
+    if (right == 0) continue;
+    double* a12 = a + j0 + static_cast<offset_t>(j0 + nb) * lda;
+    dtrsm_("L", "L", "N", "U", &nb, &right, &one, a + j0 + static_cast<offset_t>(j0) * lda, &lda, a12, &lda);
+    const int below = k - j0 - nb;
+    dgemm_("N", "N", &below, &right, &nb, &minus_one, a + j0 + nb + static_cast<offset_t>(j0) * lda, &lda, a12, &lda,
+           &one, a12 + nb, &lda);
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const LuSymbolic> analyze_lu(const SparseMatrix& A, const LuAnalyzeOptions& options) {
+  if (!A.is_square())
+    throw InvalidInput("analyze: the LU needs a square matrix, got " + std::to_string(A.rows()) + " x " +
+                       std::to_string(A.cols()));
+  try {
+    auto S = std::make_shared<LuSymbolic>();
+    const index_t n = A.cols();
+    S->n = n;
+    const auto t0 = Clock::now();
+    MaximumProductMatching matching = maximum_product_matching(A);
+    S->row_perm = std::move(matching.row_perm);
+    S->row_scale = std::move(matching.row_scale);
+    S->col_scale = std::move(matching.col_scale);
+    S->matching_seconds = seconds_since(t0);
+
+    const auto t1 = Clock::now();
+    const SparseMatrix M = permute_rows(A, S->row_perm);
+    const SparseMatrix pattern = symmetrized_with_diagonal(M);
+    if (options.ordering == OrderingMethod::colamd) {
+      const auto t_order = Clock::now();
+      const std::vector<index_t> perm = fill_reducing_ordering(M, OrderingMethod::colamd);
+      const double colamd_seconds = seconds_since(t_order);
+      auto structure = std::const_pointer_cast<SymbolicFactor>(analyze(pattern, perm, OrderingMethod::colamd, options.supernodes));
+      structure->ordering_seconds += colamd_seconds;
+      S->structure = std::move(structure);
+    } else {
+      AnalyzeOptions ao;
+      ao.ordering = options.ordering;
+      ao.supernodes = options.supernodes;
+      S->structure = analyze(pattern, ao);
+    }
+    const SymbolicFactor& F = *S->structure;
+
+    // Assembly maps: entry (i, j) of A is C(k, l) with k = iperm[irow[i]], l = iperm[j].
+    const std::vector<index_t> irow = inverse_permutation(S->row_perm);
+    S->lower_ptr.assign(static_cast<std::size_t>(n) + 1, 0);
+    S->upper_ptr.assign(static_cast<std::size_t>(n) + 1, 0);
+    for (index_t j = 0; j < n; ++j)
+      for (offset_t p = A.col_ptr()[j]; p < A.col_ptr()[j + 1]; ++p) {
+        const index_t k = F.iperm[irow[A.row_ind()[p]]], l = F.iperm[j];
+        if (k >= l)
+          ++S->lower_ptr[l + 1];
+        else
+          ++S->upper_ptr[k + 1];
+      }
+    std::partial_sum(S->lower_ptr.begin(), S->lower_ptr.end(), S->lower_ptr.begin());
+    std::partial_sum(S->upper_ptr.begin(), S->upper_ptr.end(), S->upper_ptr.begin());
+    S->lower_index.resize(static_cast<std::size_t>(S->lower_ptr[n]));
+    S->lower_source.resize(S->lower_index.size());
+    S->lower_scale.resize(S->lower_index.size());
+    S->upper_index.resize(static_cast<std::size_t>(S->upper_ptr[n]));
+    S->upper_source.resize(S->upper_index.size());
+    S->upper_scale.resize(S->upper_index.size());
+    std::vector<offset_t> lnext(S->lower_ptr.begin(), S->lower_ptr.end() - 1);
+    std::vector<offset_t> unext(S->upper_ptr.begin(), S->upper_ptr.end() - 1);
+    for (index_t j = 0; j < n; ++j)
+      for (offset_t p = A.col_ptr()[j]; p < A.col_ptr()[j + 1]; ++p) {
+        const index_t i = A.row_ind()[p];
+        const index_t k = F.iperm[irow[i]], l = F.iperm[j];
+        const double scale = S->row_scale[i] * S->col_scale[j];
+        if (k >= l) {
+          const offset_t q = lnext[l]++;
+          S->lower_index[q] = k;
+          S->lower_source[q] = p;
+          S->lower_scale[q] = scale;
+        } else {
+          const offset_t q = unext[k]++;
+          S->upper_index[q] = l;
+          S->upper_source[q] = p;
+          S->upper_scale[q] = scale;
+        }
+      }
+    S->a_col_ptr = A.col_ptr();
+    S->a_row_ind = A.row_ind();
+    S->nnz_lu = 2 * F.nnz_l - n;
+    S->flops = 2 * F.flops;
+    S->solve_flops = 2 * F.solve_flops;
+    S->ordering_seconds = F.ordering_seconds;
+    S->symbolic_seconds = std::max(0.0, seconds_since(t1) - F.ordering_seconds);
+    return S;
+  } catch (const std::bad_alloc&) {
+    throw ResourceError("analyze: out of memory for the LU analysis");
+  }
+}
+
+LuFactor::LuFactor(std::shared_ptr<const LuSymbolic> symbolic, const SparseMatrix& A, const LuFactorOptions& options)
+    : symbolic_(std::move(symbolic)) {
+  if (!symbolic_ || !symbolic_->structure) throw InvalidInput("factorize: no LU analysis given");
+  threads_ = std::min(options.threads > 0 ? options.threads : omp_get_max_threads(), omp_get_num_procs());
+  const SymbolicFactor& S = structure();
+  try {
+    l_values_.resize(static_cast<std::size_t>(S.panel_offset.back()));
+    u_offset_.assign(static_cast<std::size_t>(S.num_supernodes) + 1, 0);
+    for (index_t s = 0; s < S.num_supernodes; ++s)
+      u_offset_[s + 1] = u_offset_[s] + static_cast<offset_t>(S.supernode_rows(s) - S.supernode_cols(s)) * S.supernode_cols(s);
+    u_values_.resize(static_cast<std::size_t>(u_offset_.back()));
+    pivots_.resize(static_cast<std::size_t>(S.n));
+    work_size_ = detail::build_update_lists(S, update_ptr_, updates_);
+    detail::plan_subtrees(S, threads_, subtree_roots_, top_);
+  } catch (const std::bad_alloc&) {
+    throw ResourceError("factorize: out of memory for the LU factor (" +
+                        std::to_string(2 * S.panel_offset.back()) + " entries)");
+  }
+  refactorize(A);
+}
+
+void LuFactor::refactorize(const SparseMatrix& A) {
+  valid_ = false;
+  try {
+    factor_all(A);
+  } catch (const std::bad_alloc&) {
+    throw ResourceError("factorize: out of memory for the workspace");
+  }
+  valid_ = true;
+}
+
+void LuFactor::factor_all(const SparseMatrix& A) {
+  const LuSymbolic& L = *symbolic_;
+  check_input(L, A);
+  // ||M||_1: the largest column sum of the scaled matrix (the row permutation does not change it).
+  double norm = 0;
+  for (index_t j = 0; j < A.cols(); ++j) {
+    double sum = 0;
+    for (offset_t p = A.col_ptr()[j]; p < A.col_ptr()[j + 1]; ++p)
+      sum += std::abs(L.row_scale[A.row_ind()[p]] * A.values()[p]);
+    norm = std::max(norm, sum * L.col_scale[j]);
+  }
+  pivot_threshold_ = std::sqrt(std::numeric_limits<double>::epsilon()) * norm;
+  if (!(pivot_threshold_ > 0)) pivot_threshold_ = std::numeric_limits<double>::min();  // A = 0 on its pattern
+  std::vector<index_t> perturbed(structure().num_supernodes, 0);
+  detail::factor_over_tree(
+      structure(), subtree_roots_, top_, threads_, work_size_,
+      [&](index_t s, std::vector<index_t>& relpos, std::vector<double>& work) {
+        factor_supernode(s, A, relpos, work, perturbed[s]);
+      },
+      [](index_t, index_t) {});
+  perturbed_pivots_ = std::accumulate(perturbed.begin(), perturbed.end(), index_t{0});
+}
+
+void LuFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vector<index_t>& relpos,
+                                std::vector<double>& work, index_t& perturbed) {
+  const LuSymbolic& L = *symbolic_;
+  const SymbolicFactor& S = structure();
+  const index_t f = S.supernode_begin[s], l = S.supernode_begin[s + 1];
+  const int k = l - f, m = S.supernode_rows(s), below = m - k;
+  const index_t* rows = S.row_indices.data() + S.row_ptr[s];
+  double* lp = l_values_.data() + S.panel_offset[s];
+  double* up = u_values_.data() + u_offset_[s];
+  std::fill(lp, lp + static_cast<offset_t>(m) * k, 0.0);
+  std::fill(up, up + static_cast<offset_t>(below) * k, 0.0);
+  for (int r = 0; r < m; ++r) relpos[rows[r]] = r;
+
+  // Assemble C's columns f..l-1 (on and below the diagonal) and rows f..l-1 (right of the diagonal).
+  for (index_t j = f; j < l; ++j) {
+    for (offset_t p = L.lower_ptr[j]; p < L.lower_ptr[j + 1]; ++p)
+      lp[static_cast<offset_t>(j - f) * m + relpos[L.lower_index[p]]] = A.values()[L.lower_source[p]] * L.lower_scale[p];
+    for (offset_t p = L.upper_ptr[j]; p < L.upper_ptr[j + 1]; ++p) {
+      const index_t col = L.upper_index[p];
+      const double v = A.values()[L.upper_source[p]] * L.upper_scale[p];
+      if (col < l)
+        lp[static_cast<offset_t>(col - f) * m + (j - f)] = v;
+      else
+        up[static_cast<offset_t>(j - f) * below + relpos[col] - k] = v;
+    }
+  }
+
+  // Updates from descendants d, whose rows p0..p1-1 lie in s: the columns of s get
+  // L_d(p0:md) U_d(p0:p1)^T, the rows of s right of it get (U_d(p1:md) L_d(p0:p1)^T)^T in U^T form.
+  const double one = 1.0, zero = 0.0;
+  for (offset_t u = update_ptr_[s]; u < update_ptr_[s + 1]; ++u) {
+    const index_t d = updates_[u].source;
+    const int p0 = updates_[u].first_row, md = S.supernode_rows(d), kd = S.supernode_cols(d), bd = md - kd;
+    const index_t* drows = S.row_indices.data() + S.row_ptr[d];
+    const double* ld = l_values_.data() + S.panel_offset[d];
+    const double* ud = u_values_.data() + u_offset_[d];
+    int p1 = p0;
+    while (p1 < md && drows[p1] < l) ++p1;
+    const int nk = p1 - p0, nm = md - p0, nr = md - p1;
+    if (static_cast<offset_t>(kd) * nk * nm <= kSmallUpdate) {
+      for (int c = 0; c < nk; ++c) {
+        double* target = lp + static_cast<offset_t>(drows[p0 + c] - f) * m;
+        double* utarget = up + static_cast<offset_t>(drows[p0 + c] - f) * below;
+        for (int r = 0; r < nm; ++r) {
+          double sum = 0;
+          for (int t = 0; t < kd; ++t)
+            sum += ld[p0 + r + static_cast<offset_t>(t) * md] * ud[p0 - kd + c + static_cast<offset_t>(t) * bd];
+          target[relpos[drows[p0 + r]]] -= sum;
+        }
+        for (int r = 0; r < nr; ++r) {
+          double sum = 0;
+          for (int t = 0; t < kd; ++t)
+            sum += ud[p1 - kd + r + static_cast<offset_t>(t) * bd] * ld[p0 + c + static_cast<offset_t>(t) * md];
+          utarget[relpos[drows[p1 + r]] - k] -= sum;
+        }
+      }
+      continue;
+    }
+    double* w = work.data();
+    dgemm_("N", "T", &nm, &nk, &kd, &one, ld + p0, &md, ud + (p0 - kd), &bd, &zero, w, &nm);
+    for (int c = 0; c < nk; ++c) {
+      double* target = lp + static_cast<offset_t>(drows[p0 + c] - f) * m;
+      const double* wc = w + static_cast<offset_t>(c) * nm;
+      for (int r = 0; r < nm; ++r) target[relpos[drows[p0 + r]]] -= wc[r];
+    }
+    if (nr > 0) {
+      dgemm_("N", "T", &nr, &nk, &kd, &one, ud + (p1 - kd), &bd, ld + p0, &md, &zero, w, &nr);
+      for (int c = 0; c < nk; ++c) {
+        double* target = up + static_cast<offset_t>(drows[p0 + c] - f) * below;
+        const double* wc = w + static_cast<offset_t>(c) * nr;
+        for (int r = 0; r < nr; ++r) target[relpos[drows[p1 + r]] - k] -= wc[r];
+      }
+    }
+  }
+
+  // The diagonal block with row pivoting inside it, then L21 = A21 U11^{-1} and U12 = L11^{-1} P A12 (as
+  // U12^T = (P A12)^T L11^{-T}).
+  index_t* piv = pivots_.data() + f;
+  factor_diagonal_block(lp, k, m, piv, pivot_threshold_, perturbed);
+  for (int c = 0; c < k; ++c) {
+    if (!std::isfinite(lp[c + static_cast<offset_t>(c) * m])) {
+      const index_t j = L.structure->perm[f + c];
+      throw NumericalError(NumericalError::Kind::not_finite, j,
+                           "factorize: the LU overflowed at the pivot of " + column_name(j) +
+                               " (of the permuted and scaled matrix)");
+    }
+    if (piv[c] != c && below > 0)
+      std::swap_ranges(up + static_cast<offset_t>(c) * below, up + static_cast<offset_t>(c + 1) * below,
+                       up + static_cast<offset_t>(piv[c]) * below);
+    piv[c] += f;
+  }
+  if (below > 0) {
+    dtrsm_("R", "U", "N", "N", &below, &k, &one, lp, &m, lp + k, &m);
+    dtrsm_("R", "L", "T", "U", &below, &k, &one, lp, &m, up, &below);
+  }
+}
+
+}  // namespace spade

@@ -1,0 +1,170 @@
+// What the supernodal factorizations (Cholesky, LU) share: the left-looking update lists and the parallel
+// walk over the assembly tree. Internal header of factor/.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <queue>
+#include <vector>
+
+#include "../core/blas.hpp"
+#include "spade/symbolic.hpp"
+
+namespace spade::detail {
+
+/// The left-looking update lists of S: for each supernode t, the descendants d whose rows reach t's
+/// columns, in increasing d, as updates[update_ptr[t] .. update_ptr[t+1]-1] = Update{d, p} with p the
+/// position in d's row list of its first row inside t. Returns the largest update block, (rows of d from p
+/// on) x (rows of d inside t) entries: the work space a factorization needs.
+template <class Update>
+std::size_t build_update_lists(const SymbolicFactor& S, std::vector<offset_t>& update_ptr, std::vector<Update>& updates) {
+  const index_t ns = S.num_supernodes;
+  std::size_t work_size = 0;
+  update_ptr.assign(static_cast<std::size_t>(ns) + 1, 0);
+  // Two passes over every supernode's rows below its diagonal block: count, then fill (ascending d).
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<offset_t> next(update_ptr.begin(), update_ptr.end() - 1);
+    for (index_t d = 0; d < ns; ++d) {
+      const offset_t begin = S.row_ptr[d], m = S.supernode_rows(d);
+      index_t last = -1;
+      for (offset_t p = S.supernode_cols(d); p < m; ++p) {
+        const index_t t = S.supernode_of[S.row_indices[begin + p]];
+        if (t == last) continue;
+        last = t;
+        if (pass == 0) {
+          ++update_ptr[t + 1];
+        } else {
+          updates[next[t]++] = Update{d, static_cast<index_t>(p)};
+          offset_t q = p;  // the block is rows p .. m-1 of d by the rows of d inside t
+          while (q < m && S.supernode_of[S.row_indices[begin + q]] == t) ++q;
+          work_size = std::max(work_size, static_cast<std::size_t>((m - p) * (q - p)));
+        }
+      }
+    }
+    if (pass == 0) {
+      for (index_t t = 0; t < ns; ++t) update_ptr[t + 1] += update_ptr[t];
+      updates.resize(static_cast<std::size_t>(update_ptr[ns]));
+    }
+  }
+  return work_size;
+}
+
+/// Independent subtrees for the threads, largest first, and the supernodes above them in increasing order
+/// (Geist and Ng 1989): the heaviest subtree is split at its root while it holds more than 1/(4 threads) of
+/// the work (k m^2 for a supernode of k columns and m rows). One thread: everything is "top".
+inline void plan_subtrees(const SymbolicFactor& S, int threads, std::vector<index_t>& subtree_roots,
+                          std::vector<index_t>& top) {
+  const index_t ns = S.num_supernodes;
+  subtree_roots.clear();
+  top.clear();
+  if (threads <= 1) {
+    for (index_t s = 0; s < ns; ++s) top.push_back(s);
+    return;
+  }
+  std::vector<double> work(ns, 0.0);
+  std::vector<std::vector<index_t>> children(ns);
+  double total = 0;
+  for (index_t s = 0; s < ns; ++s) {
+    const double k = S.supernode_cols(s), m = S.supernode_rows(s);
+    work[s] += k * m * m;  // about the flops of its updates and its own factorization
+    if (S.super_parent[s] != -1) {
+      work[S.super_parent[s]] += work[s];
+      children[S.super_parent[s]].push_back(s);
+    } else {
+      total += work[s];
+    }
+  }
+  auto lighter = [&](index_t a, index_t b) { return work[a] < work[b]; };
+  std::priority_queue<index_t, std::vector<index_t>, decltype(lighter)> heap(lighter);
+  for (index_t s = 0; s < ns; ++s)
+    if (S.super_parent[s] == -1) heap.push(s);
+  const double limit = total / (4.0 * threads);
+  while (!heap.empty() && work[heap.top()] > limit) {
+    const index_t s = heap.top();
+    heap.pop();
+    top.push_back(s);
+    for (index_t c : children[s]) heap.push(c);
+  }
+  while (!heap.empty()) {
+    subtree_roots.push_back(heap.top());
+    heap.pop();
+  }
+  std::sort(top.begin(), top.end());  // children before parents
+}
+
+// Work (about k m^2 multiply-adds for a supernode of k columns and m rows) that keeps one BLAS thread busy.
+constexpr double kFlopsPerBlasThread = 4e6;
+
+/// Factors every supernode of S once, children before parents: the subtrees (plan_subtrees) on `threads` OpenMP
+/// threads with one BLAS thread each, then its top supernodes one after another with threaded BLAS (no more
+/// threads than a supernode's work keeps busy: OpenBLAS splits even small products across every thread it is
+/// given). factor(s, relpos, work) factors supernode s with a relpos workspace of n entries and a work
+/// workspace of work_size entries (per thread); done(first, last) reports a finished contiguous range.
+/// The first error of the lowest-numbered supernode is rethrown, so the report does not depend on the threads.
+template <class Factor, class Done>
+void factor_over_tree(const SymbolicFactor& S, const std::vector<index_t>& subtree_roots,
+                      const std::vector<index_t>& top, int threads, std::size_t work_size,
+                      Factor&& factor, Done&& done) {
+  // Subtree of supernode s: the contiguous range first_descendant[s] .. s (the numbering is a postorder).
+  std::vector<index_t> first_descendant(S.num_supernodes);
+  for (index_t s = 0; s < S.num_supernodes; ++s) first_descendant[s] = s;
+  for (index_t s = 0; s < S.num_supernodes; ++s)
+    if (S.super_parent[s] != -1)
+      first_descendant[S.super_parent[s]] = std::min(first_descendant[S.super_parent[s]], first_descendant[s]);
+
+  std::mutex error_mutex;
+  index_t error_supernode = std::numeric_limits<index_t>::max();
+  std::exception_ptr error;
+  auto record = [&](index_t s) {
+    std::lock_guard<std::mutex> lock(error_mutex);
+    if (s < error_supernode) {
+      error_supernode = s;
+      error = std::current_exception();
+    }
+  };
+  if (!subtree_roots.empty()) {
+    BlasThreads blas(1);
+    const index_t count = static_cast<index_t>(subtree_roots.size());
+#pragma omp parallel num_threads(threads)
+    {
+      // Allocated inside the try below: no exception may leave an OpenMP region.
+      std::vector<index_t> relpos;
+      std::vector<double> work;
+      bool workspace = false;
+#pragma omp for schedule(dynamic, 1)
+      for (index_t t = 0; t < count; ++t) {
+        const index_t root = subtree_roots[t];
+        index_t s = first_descendant[root];
+        try {
+          if (!workspace) {
+            relpos.resize(S.n);
+            work.resize(work_size);
+            workspace = true;
+          }
+          for (; s <= root; ++s) factor(s, relpos, work);
+          done(first_descendant[root], root);
+        } catch (...) {
+          record(s);
+        }
+      }
+    }
+  }
+  if (!error) {
+    BlasThreads blas(threads);
+    std::vector<index_t> relpos(S.n);
+    std::vector<double> work(work_size);
+    for (index_t s : top) {
+      const double k = S.supernode_cols(s), m = S.supernode_rows(s);
+      blas.set(static_cast<int>(std::clamp(k * m * m / kFlopsPerBlasThread, 1.0, double(threads))));
+      factor(s, relpos, work);
+      done(s, s);
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace spade::detail

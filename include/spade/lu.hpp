@@ -1,0 +1,172 @@
+// Supernodal LU with static pivoting on the host, for square unsymmetric and symmetric indefinite matrices.
+//
+// The analysis (analyze_lu) permutes and scales A once, from its values, so that large entries sit on the
+// diagonal: M = Pr Dr A Dc, with Pr, Dr, Dc from the maximum-product matching (matching.hpp, Duff and
+// Koster 2001). A fill-reducing ordering P is then applied symmetrically, C = P M P^T, and C is analyzed on
+// the symmetrized pattern of M + M^T: L and U^T share the SymbolicFactor of that pattern (symbolic.hpp),
+// its supernodes, row structure and assembly tree. This is the static pivoting of SuperLU_DIST:
+// X. S. Li and J. W. Demmel, "SuperLU_DIST: A scalable distributed-memory sparse direct solver for
+// unsymmetric linear systems", ACM Trans. Math. Softw. 29(2), 2003.
+//
+// The numeric factorization (LuFactor) is left-looking and supernodal, with BLAS-3 updates from the
+// descendants (gemm) and parallel over independent subtrees of the assembly tree, as the Cholesky
+// (cholesky.hpp). Inside a supernode's diagonal block it pivots by rows (partial pivoting restricted to
+// that block, so the structure stays the analysis'); a pivot smaller in magnitude than
+// sqrt(eps) * ||M||_1 is replaced by that value with its sign and counted (Li and Demmel's tiny-pivot
+// replacement): the factor is then of a nearby matrix, and iterative refinement with the original A
+// (lu_solve_refined) recovers what the perturbation lost, or says that it could not.
+//
+// Indices are 0-based; all memory is host memory.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "spade/ordering.hpp"
+#include "spade/solve.hpp"
+#include "spade/sparse_matrix.hpp"
+#include "spade/symbolic.hpp"
+
+namespace spade {
+
+struct LuAnalyzeOptions {
+  /// Fill-reducing ordering of M: empty means automatic (analyze()'s rule on the pattern of M + M^T: AMD,
+  /// and METIS too when AMD's predicted factor is fill- and flop-heavy); amd and metis order M + M^T;
+  /// colamd orders M's own columns (fill_reducing_ordering); natural keeps M's numbering.
+  std::optional<OrderingMethod> ordering;
+  SupernodeOptions supernodes;  ///< relaxation of the shared supernodes, as for the Cholesky
+};
+
+/// The result of analyze_lu: immutable, shared by every LuFactor built from it.
+///
+/// Numbering: M(k, j) = row_scale[i] * A(i, j) * col_scale[j] with i = row_perm[k]; the factored matrix is
+/// C = P M P^T, C(k, l) = M(perm[k], perm[l]) with perm = structure->perm. A X = B is solved as
+/// C Z = P Pr Dr B, X = Dc P^T Z.
+struct LuSymbolic {
+  index_t n = 0;
+  std::vector<index_t> row_perm;   ///< the matching's row permutation (matching.hpp), size n
+  std::vector<double> row_scale;   ///< Dr, indexed by A's row, size n
+  std::vector<double> col_scale;   ///< Dc, indexed by A's column, size n
+  /// The analysis of the pattern of M + M^T with its diagonal: perm, etree, supernodes, row structure and
+  /// panel offsets of L (the same layout holds U^T; LuFactor documents its storage).
+  std::shared_ptr<const SymbolicFactor> structure;
+
+  // Where C's entries come from, for the numeric assembly: column j of C has the entries on and below the
+  // diagonal lower_ptr[j] .. lower_ptr[j+1]-1 (row lower_index[p] >= j); row i of C has the entries right
+  // of the diagonal upper_ptr[i] .. upper_ptr[i+1]-1 (column upper_index[p] > i). Each takes the value
+  // A.values()[source[p]] * scale_of[p], the scaling Dr(row) Dc(column) of that entry.
+  std::vector<offset_t> lower_ptr, upper_ptr;                ///< size n + 1 each
+  std::vector<index_t> lower_index, upper_index;
+  std::vector<offset_t> lower_source, upper_source;
+  std::vector<double> lower_scale, upper_scale;
+  std::vector<offset_t> a_col_ptr;  ///< pattern of the analyzed A: a factorization checks that its matrix
+  std::vector<index_t> a_row_ind;   ///< has exactly this pattern
+
+  offset_t nnz_lu = 0;        ///< entries of L and U as stored: 2 nnz(L) - n (unit diagonal of L not stored)
+  double flops = 0;           ///< operations of the numeric factorization, 2x the Cholesky count of the
+                              ///< structure (an update of L and one of U for each of its multiply-adds)
+  double solve_flops = 0;     ///< operations of one solve with L and U: 2 structure->solve_flops
+  double matching_seconds = 0;  ///< wall time of the maximum-product matching and scaling
+  double ordering_seconds = 0;  ///< of the fill-reducing ordering (structure->ordering_seconds)
+  double symbolic_seconds = 0;  ///< of the rest: the symmetrized pattern, its analysis, the assembly maps
+};
+
+/// Analyzes the square matrix A for an LU: reads its pattern and its values (the matching chooses Pr, Dr
+/// and Dc from the values; a refactorization with other values keeps them). Throws InvalidInput for a
+/// non-square A or a NaN/Inf value (naming the entry); StructurallySingular (matching.hpp) when A has an
+/// empty row or column or no perfect matching, naming a row or column; NumericalError (not_finite) when no
+/// scaling in double balances A; ResourceError when memory runs out or a size overflows.
+std::shared_ptr<const LuSymbolic> analyze_lu(const SparseMatrix& A, const LuAnalyzeOptions& options = {});
+
+struct LuFactorOptions {
+  /// Threads, as FactorOptions::threads of the Cholesky: independent subtrees on this many OpenMP threads
+  /// with one BLAS thread each, then the top of the tree with this many BLAS threads (core/blas.hpp).
+  /// 0 means omp_get_max_threads(); clamped to omp_get_num_procs().
+  int threads = 0;
+};
+
+/// The numeric LU factor Q C = L U of C (LuSymbolic), with Q the row interchanges inside the diagonal blocks.
+///
+/// Storage, for supernode s of structure with k = supernode_cols(s), m = supernode_rows(s), its columns
+/// f .. f+k-1 and the rows below it rows[k..m-1] (structure->row_indices), all column-major:
+///   l_panel(s): m x k, leading dimension m, at structure->panel_offset[s]. The top k x k block holds the
+///     diagonal block's factors as LAPACK's getrf leaves them (unit lower L11 below the diagonal, U11 on
+///     and above it); below it, L21 (rows rows[k..m-1]).
+///   u_panel(s): (m - k) x k, leading dimension m - k: U12^T, so u_panel(s)[r + c (m-k)] = U(f + c, rows[k + r]).
+///   pivots(s): k entries; row f + c of the diagonal block was interchanged with row pivots(s)[c] (C's
+///     numbering, in f + c .. f + k - 1), in order c = 0 .. k-1, when column f + c was factored. The rows of
+///     earlier supernodes' L panels are stored in the order before these interchanges (the solves apply
+///     them as the factorization did).
+class LuFactor {
+ public:
+  /// Factorizes A, which must have exactly the pattern `symbolic` was analyzed with, with the analysis'
+  /// row permutation and scaling. Throws InvalidInput if A's pattern differs or A has a NaN or Inf value
+  /// (naming the entry); NumericalError (not_finite) naming a column, in A's numbering, whose factor
+  /// overflowed; ResourceError if memory runs out. A tiny or zero pivot is no error: it is replaced and
+  /// counted (perturbed_pivots()).
+  LuFactor(std::shared_ptr<const LuSymbolic> symbolic, const SparseMatrix& A, const LuFactorOptions& options = {});
+
+  /// Factorizes new values with the same pattern (and the analysis' row permutation and scaling), reusing
+  /// the analysis and this object's memory. Same errors as the constructor; after an error valid() is
+  /// false and the solves refuse the factor (InvalidInput) until a refactorization succeeds.
+  void refactorize(const SparseMatrix& A);
+
+  bool valid() const noexcept { return valid_; }
+  const LuSymbolic& symbolic() const noexcept { return *symbolic_; }
+  const std::shared_ptr<const LuSymbolic>& symbolic_ptr() const noexcept { return symbolic_; }
+  const SymbolicFactor& structure() const noexcept { return *symbolic_->structure; }
+
+  /// Pivots of the last factorization whose magnitude was below pivot_threshold() and was replaced by it.
+  index_t perturbed_pivots() const noexcept { return perturbed_pivots_; }
+  /// sqrt(eps) * ||M||_1 of the last factorization.
+  double pivot_threshold() const noexcept { return pivot_threshold_; }
+  int threads() const noexcept { return threads_; }
+
+  const double* l_panel(index_t s) const noexcept { return l_values_.data() + structure().panel_offset[s]; }
+  const double* u_panel(index_t s) const noexcept { return u_values_.data() + u_offset_[s]; }
+  const index_t* pivots(index_t s) const noexcept { return pivots_.data() + structure().supernode_begin[s]; }
+
+ private:
+  struct Update {
+    index_t source;
+    index_t first_row;
+  };
+  void factor_all(const SparseMatrix& A);
+  void factor_supernode(index_t s, const SparseMatrix& A, std::vector<index_t>& relpos, std::vector<double>& work,
+                        index_t& perturbed);
+
+  std::shared_ptr<const LuSymbolic> symbolic_;
+  int threads_ = 1;
+  bool valid_ = false;
+  index_t perturbed_pivots_ = 0;
+  double pivot_threshold_ = 0;
+  std::vector<double> l_values_, u_values_;
+  std::vector<offset_t> u_offset_;  // size num_supernodes + 1
+  std::vector<index_t> pivots_;     // size n
+  std::vector<offset_t> update_ptr_;
+  std::vector<Update> updates_;
+  std::size_t work_size_ = 0;
+  std::vector<index_t> subtree_roots_, top_;
+};
+
+/// Which system a solve with an LU factor solves.
+enum class Transpose { no, yes };  ///< A X = B, or A^T X = B
+
+/// Solves A X = B (trans no) or A^T X = B (trans yes) in place with the factor of A: X holds B on entry and
+/// the solution on exit, n x nrhs, column-major, leading dimension ldx >= max(1, n), A's numbering (the
+/// permutations and scalings are applied inside). Threads: BLAS's current setting.
+/// Throws InvalidInput for an invalid factor, nrhs < 0, ldx < max(1, n), or a NaN/Inf in B (with its row and
+/// column); ResourceError if memory runs out.
+void lu_solve_in_place(const LuFactor& F, double* X, index_t nrhs, index_t ldx, Transpose trans = Transpose::no);
+
+/// solve_refined (solve.hpp) with lu_solve_in_place: the residual with the original A (trans no) or A^T
+/// (trans yes), A being the matrix F factored (A's numbering, n x n). The result says when refinement
+/// stagnated above the tolerance (stop == stagnated) or ran out of steps. B is not modified.
+/// Throws as solve_refined, and InvalidInput when A's order differs from F's.
+RefinementResult lu_solve_refined(const SparseMatrix& A, const LuFactor& F, const double* B, index_t ldb, double* X,
+                                  index_t ldx, index_t nrhs, Transpose trans = Transpose::no,
+                                  const RefineOptions& options = {});
+
+}  // namespace spade
