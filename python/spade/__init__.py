@@ -114,7 +114,8 @@ class Cholesky:
     Args:
         A: scipy.sparse matrix or array, n x n, symmetric (both triangles stored), positive definite.
         ordering: "auto" (AMD, and METIS as well when AMD's factor is fill- and flop-heavy, keeping the
-            smaller predicted fill), "amd", "metis" or "natural".
+            smaller predicted fill), "amd", "metis", "colamd" (COLAMD on
+            the columns of A) or "natural".
         threads: threads of the factorization and the host solve; 0 means OpenMP's default
             (OMP_NUM_THREADS or every core).
         device: where the solves run, as the CLI's --device: "auto" (the GPU when one is usable and the

@@ -234,7 +234,7 @@ def test_bad_matrices_are_value_errors(bad, match):
 def test_bad_options_are_value_errors():
     A = laplacian_2d(3, 3)
     with pytest.raises(ValueError, match="ordering"):
-        spade.Cholesky(A, ordering="colamd")
+        spade.Cholesky(A, ordering="camd")
     with pytest.raises(ValueError, match="gpu"):
         spade.Cholesky(A, device="tpu")
     with pytest.raises(ValueError, match="threads"):
