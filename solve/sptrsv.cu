@@ -4,7 +4,9 @@
 #include "spade/sptrsv.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <limits>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -199,6 +201,10 @@ struct SptrsvPlan<T>::Impl {
   long long spin_limit = 0;  // set_spin_limit; rewritten with every reset of the control words
   bool several_rhs = true;   // SptrsvOptions::several_rhs: the scratch of passes of several is allocated
   cudaEvent_t last_solve = nullptr;  // recorded after every solve outside a stream capture
+  SptrsvAutoChoice choice;           // auto: the rule's choice (trials included)
+  // auto: the plans of named algorithms that won the trials and run the passes of one right-hand side and
+  // of several (null: this plan runs them); one object may run both.
+  std::shared_ptr<Impl> runs_one, runs_several;
 
   Impl() = default;
   Impl(const Impl&) = delete;
@@ -247,6 +253,12 @@ struct SptrsvPlan<T>::Impl {
   void reset_scratch(cudaStream_t stream);
   void allocate_multi_rhs(cudaStream_t stream);
   bool fused_beats(double levr_us, cudaStream_t stream);
+  void solve_pass(const ks::RhsPass<T>& rhs, int w, cudaStream_t stream);
+  double time_one(const T* b, T* x, cudaEvent_t start, cudaEvent_t stop, cudaStream_t stream);
+  void measure(const DeviceTriangle<T>& a, const SptrsvOptions& options, double analysis_ms, cudaStream_t stream);
+  void throw_if_stalled(cudaStream_t stream, const char* what);
+  void check_status(cudaStream_t stream);            // check() for this plan's words
+  void update(const T* values, cudaStream_t stream);  // update_values() for this plan's copies
 };
 
 template <typename T>
@@ -407,7 +419,6 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     nlev = c.max_level;
   }
   bool levels_copied = false;  // level_ptr_host holds the level pointers
-  SptrsvAutoChoice choice;
   if (automatic) {
     // The rule reads the widest level: the level sets first, their pointers back to the host.
     jlev = common.at<std::int32_t>(o_jlev);
@@ -581,12 +592,102 @@ bool SptrsvPlan<T>::Impl::fused_beats(double levr_us, cudaStream_t stream) {
     SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, e.start, e.stop));
     faster = double(ms) * 1e3 < levr_us;
   }
+  throw_if_stalled(stream, "fused");
+  return faster;
+}
+
+template <typename T>
+void SptrsvPlan<T>::Impl::throw_if_stalled(cudaStream_t stream, const char* what) {
   const Control c = read_control(stream);
   if (c.status.code != kernels::kStatusOk)
     throw NumericalError(NumericalError::Kind::no_progress, c.status.index,
-                         "sparse triangular solve: auto's trial of fused stopped waiting at unknown " +
-                             std::to_string(c.status.index));
-  return faster;
+                         std::string("sparse triangular solve: auto's trial of ") + what +
+                             " stopped waiting at unknown " + std::to_string(c.status.index));
+}
+
+template <typename T>
+double SptrsvPlan<T>::Impl::time_one(const T* b, T* x, cudaEvent_t start, cudaEvent_t stop, cudaStream_t stream) {
+  // One warm-up solve (the kernel's module may load), then one timed; the work does not depend on b.
+  const ks::RhsPass<T> rhs{b, stats.n, x, stats.n, 1};
+  solve_pass(rhs, 0, stream);
+  SPADE_CUDA_CHECK(cudaEventRecord(start, stream));
+  solve_pass(rhs, 0, stream);
+  SPADE_CUDA_CHECK(cudaEventRecord(stop, stream));
+  SPADE_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  throw_if_stalled(stream, to_string(algorithm));
+  return double(ms) * 1e3;
+}
+
+template <typename T>
+void SptrsvPlan<T>::Impl::measure(const DeviceTriangle<T>& a, const SptrsvOptions& options, double analysis_ms,
+                                  cudaStream_t stream) {
+  // The rule's trial candidates in its order: this plan's own pick without a build, the others each as a
+  // plan of the named algorithm. The fastest measured solve of one right-hand side runs one (levr, never
+  // timed, competes with its prediction); several go to the smallest measured time times
+  // sptrsv_several_over_one, against this plan's pick for several by its prediction (or its measurement).
+  using Clock = std::chrono::steady_clock;
+  const auto begin = Clock::now();
+  const auto elapsed_ms = [&] { return std::chrono::duration<double, std::milli>(Clock::now() - begin).count(); };
+  const double budget_ms = kSptrsvTrialBudget * analysis_ms;
+  auto predicted = [&](SptrsvAlgorithm alg) {
+    for (const SptrsvPrediction& p : choice.predicted)
+      if (p.algorithm == alg) return p.us;
+    return std::numeric_limits<double>::infinity();
+  };
+  const bool own_timed =
+      std::find(choice.trials.begin(), choice.trials.end(), algorithm) != choice.trials.end();
+  double best_one = own_timed ? std::numeric_limits<double>::infinity() : predicted(algorithm);
+  double best_several = predicted(multi_algorithm) * sptrsv_several_over_one(multi_algorithm);
+  const index_t n = stats.n;
+  Slab zero;
+  const auto o_b = zero.add<T>(std::size_t(n)), o_x = zero.add<T>(std::size_t(n));
+  zero.allocate(stream);
+  T* b = zero.at<T>(o_b);
+  T* x = zero.at<T>(o_x);
+  SPADE_CUDA_CHECK(cudaMemsetAsync(b, 0, sizeof(T) * n, stream));
+  struct Events {
+    cudaEvent_t start = nullptr, stop = nullptr;
+    ~Events() {
+      if (start != nullptr) cudaEventDestroy(start);
+      if (stop != nullptr) cudaEventDestroy(stop);
+    }
+  } e;
+  SPADE_CUDA_CHECK(cudaEventCreate(&e.start));
+  SPADE_CUDA_CHECK(cudaEventCreate(&e.stop));
+  for (SptrsvAlgorithm t : choice.trials) {
+    if (elapsed_ms() >= budget_ms) break;
+    std::shared_ptr<Impl> candidate;
+    Impl* q = this;
+    if (t != algorithm) {
+      if (t == choice.one) continue;  // cluster's layout did not fit: its fallback runs here
+      candidate = std::make_shared<Impl>();
+      SptrsvOptions named = options;
+      named.algorithm = t;
+      named.several_rhs = several_rhs;
+      candidate->spin_limit = spin_limit;
+      candidate->analyse(a, named, stream);
+      q = candidate.get();
+      if (q->algorithm != t) continue;  // a fallback: not the candidate
+    }
+    const double us = q->time_one(b, x, e.start, e.stop, stream);
+    ++stats.auto_trials;
+    if (us < best_one) {
+      best_one = us;
+      runs_one = candidate;
+    }
+    if (several_rhs && (q != this || t == multi_algorithm)) {
+      const double several = us * sptrsv_several_over_one(t);
+      if (several < best_several) {
+        best_several = several;
+        runs_several = candidate;
+      }
+    }
+  }
+  stats.auto_trial_ms = elapsed_ms();
+  // The trials' solves have finished (their stop events were waited for): the zero buffers and the losers
+  // free themselves here.
 }
 
 template <typename T>
@@ -743,7 +844,12 @@ template <typename T>
 SptrsvPlan<T>::SptrsvPlan(const DeviceTriangle<T>& a, const SptrsvOptions& options, cudaStream_t stream)
     : impl_(std::make_unique<Impl>()) {
   try {
+    const auto begin = std::chrono::steady_clock::now();
     impl_->analyse(a, options, stream);
+    if (options.algorithm == SptrsvAlgorithm::automatic && !impl_->choice.trials.empty() && impl_->stats.n > 0)
+      impl_->measure(a, options,
+                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count(),
+                     stream);
   } catch (...) {
     // The slabs free themselves without waiting: let the analysis' work on `stream` finish first.
     cudaStreamSynchronize(stream);
@@ -764,11 +870,61 @@ index_t SptrsvPlan<T>::n() const {
 }
 template <typename T>
 SptrsvAlgorithm SptrsvPlan<T>::algorithm(int nrhs) const {
-  return nrhs > 1 ? impl_->multi_algorithm : impl_->algorithm;
+  const Impl& p = *impl_;
+  if (nrhs > 1) return p.runs_several ? p.runs_several->multi_algorithm : p.multi_algorithm;
+  return p.runs_one ? p.runs_one->algorithm : p.algorithm;
 }
 template <typename T>
 const SptrsvStats& SptrsvPlan<T>::stats() const {
   return impl_->stats;
+}
+
+template <typename T>
+void SptrsvPlan<T>::Impl::solve_pass(const ks::RhsPass<T>& rhs, int w, cudaStream_t stream) {
+  // One pass of this plan's algorithm for w = 0 (one right-hand side) or its multi_algorithm (w = 1).
+  const index_t n = stats.n;
+  const int nlev = stats.levels;
+  const ks::LowerPart<T> L = lower();
+  const SptrsvAlgorithm pass_algorithm = w == 1 ? multi_algorithm : algorithm;
+  switch (pass_algorithm) {
+    case SptrsvAlgorithm::levr:
+      levr_graph[w].solve(L, levr_items,
+                            (levr_items.piece != nullptr ? level_piece_ptr_host : level_ptr_host).data(),
+                            nlev, rhs, y[1][0], stream);
+      break;
+    case SptrsvAlgorithm::levc: ks::solve_levc(L, jlev, level_ptr_host.data(), nlev, rhs, stream); break;
+    case SptrsvAlgorithm::slfr:
+    case SptrsvAlgorithm::slfc:
+    case SptrsvAlgorithm::syncfree: {
+      // flag == epoch (SLFR) or counter == epoch * degree: restart from zero before an int overflows.
+      if (epoch >= INT_MAX / max_degree - 1) {
+        SPADE_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int) * n, stream));
+        epoch = 0;
+      }
+      ++epoch;
+      if (pass_algorithm == SptrsvAlgorithm::slfr)
+        ks::solve_slfr(L, jlev, flag, epoch, rhs, schedule(), stream);
+      else
+        ks::solve_columns(L, pass_algorithm == SptrsvAlgorithm::slfc ? jlev : nullptr, global_deg, local_deg,
+                          flag, epoch, left_sum[w], rhs, schedule(), stream);
+      break;
+    }
+    case SptrsvAlgorithm::thread:
+    case SptrsvAlgorithm::fused:
+    case SptrsvAlgorithm::fused_level: {
+      const int cur = parity[w];
+      ks::solve_fused(L, items, nitems, y[w][cur], y[w][1 - cur], rhs, schedule(), stream);
+      parity[w] = 1 - cur;
+      break;
+    }
+    case SptrsvAlgorithm::level_block:
+      ks::solve_level_block(pack, L, level_ptr, y[w][0], rhs, stream);
+      break;
+    case SptrsvAlgorithm::cluster:
+      ks::solve_cluster(L, cluster, stats.nnz_per_row, rhs, &control->status, stream);
+      break;
+    case SptrsvAlgorithm::automatic: break;
+  }
 }
 
 template <typename T>
@@ -784,58 +940,24 @@ void SptrsvPlan<T>::solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, 
   if (nrhs > 1 && !p.several_rhs)
     throw InvalidInput("sparse triangular solve: nrhs = " + std::to_string(nrhs) +
                        " on a plan built with SptrsvOptions::several_rhs = false");
-  const ks::LowerPart<T> L = p.lower();
+  Impl* used[2] = {nullptr, nullptr};
   for (int first = 0; first < nrhs; first += ks::kRhsPerPass) {
     const int nr = nrhs == 1 ? 1 : std::min(ks::kRhsPerPass, nrhs - first);
     const int w = nr == 1 ? 0 : 1;
     const ks::RhsPass<T> rhs{b + std::int64_t(first) * ldb, ldb, x + std::int64_t(first) * ldx, ldx, nr};
-    const int nlev = p.stats.levels;
-    const SptrsvAlgorithm pass_algorithm = w == 1 ? p.multi_algorithm : p.algorithm;
-    switch (pass_algorithm) {
-      case SptrsvAlgorithm::levr:
-        p.levr_graph[w].solve(L, p.levr_items,
-                              (p.levr_items.piece != nullptr ? p.level_piece_ptr_host : p.level_ptr_host).data(),
-                              nlev, rhs, p.y[1][0], stream);
-        break;
-      case SptrsvAlgorithm::levc: ks::solve_levc(L, p.jlev, p.level_ptr_host.data(), nlev, rhs, stream); break;
-      case SptrsvAlgorithm::slfr:
-      case SptrsvAlgorithm::slfc:
-      case SptrsvAlgorithm::syncfree: {
-        // flag == epoch (SLFR) or counter == epoch * degree: restart from zero before an int overflows.
-        if (p.epoch >= INT_MAX / p.max_degree - 1) {
-          SPADE_CUDA_CHECK(cudaMemsetAsync(p.flag, 0, sizeof(int) * n, stream));
-          p.epoch = 0;
-        }
-        ++p.epoch;
-        if (pass_algorithm == SptrsvAlgorithm::slfr)
-          ks::solve_slfr(L, p.jlev, p.flag, p.epoch, rhs, p.schedule(), stream);
-        else
-          ks::solve_columns(L, pass_algorithm == SptrsvAlgorithm::slfc ? p.jlev : nullptr, p.global_deg, p.local_deg,
-                            p.flag, p.epoch, p.left_sum[w], rhs, p.schedule(), stream);
-        break;
-      }
-      case SptrsvAlgorithm::thread:
-      case SptrsvAlgorithm::fused:
-      case SptrsvAlgorithm::fused_level: {
-        const int cur = p.parity[w];
-        ks::solve_fused(L, p.items, p.nitems, p.y[w][cur], p.y[w][1 - cur], rhs, p.schedule(), stream);
-        p.parity[w] = 1 - cur;
-        break;
-      }
-      case SptrsvAlgorithm::level_block:
-        ks::solve_level_block(p.pack, L, p.level_ptr, p.y[w][0], rhs, stream);
-        break;
-      case SptrsvAlgorithm::cluster:
-        ks::solve_cluster(L, p.cluster, p.stats.nnz_per_row, rhs, &p.control->status, stream);
-        break;
-      case SptrsvAlgorithm::automatic: break;
-    }
+    Impl& q = w == 0 ? (p.runs_one ? *p.runs_one : p) : (p.runs_several ? *p.runs_several : p);
+    q.solve_pass(rhs, w, stream);
+    used[w] = &q;
   }
   // The destructor waits for this event: outside a capture only (a captured solve runs when the caller
   // launches the graph, which must not outlive the plan).
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   SPADE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
-  if (capturing == cudaStreamCaptureStatusNone) SPADE_CUDA_CHECK(cudaEventRecord(p.last_solve, stream));
+  if (capturing == cudaStreamCaptureStatusNone) {
+    SPADE_CUDA_CHECK(cudaEventRecord(p.last_solve, stream));
+    for (Impl* q : used)
+      if (q != nullptr && q != &p) SPADE_CUDA_CHECK(cudaEventRecord(q->last_solve, stream));
+  }
 }
 
 SptrsvDeviceModel SptrsvDeviceModel::current() {
@@ -847,7 +969,16 @@ SptrsvDeviceModel SptrsvDeviceModel::current() {
 
 template <typename T>
 void SptrsvPlan<T>::check(cudaStream_t stream) {
-  Impl& p = *impl_;
+  // Every plan that runs passes (auto's own and the winners of its trials) reports through its own words.
+  Impl& own = *impl_;
+  for (Impl* q : {own.runs_one.get(), own.runs_several.get()})
+    if (q != nullptr) q->check_status(stream);
+  own.check_status(stream);
+}
+
+template <typename T>
+void SptrsvPlan<T>::Impl::check_status(cudaStream_t stream) {
+  Impl& p = *this;
   const Control c = p.read_control(stream);
   if (c.status.code == kernels::kStatusOk) return;
   p.reset_scratch(stream);
@@ -865,20 +996,32 @@ template <typename T>
 void SptrsvPlan<T>::set_spin_limit(long long polls) {
   if (polls < 0)
     throw InvalidInput("SptrsvPlan::set_spin_limit: polls = " + std::to_string(polls) + " (must be >= 0)");
-  Impl& p = *impl_;
-  p.spin_limit = polls;
-  SPADE_CUDA_CHECK(cudaMemcpy(&p.control->status.spin_limit, &polls, sizeof(polls), cudaMemcpyHostToDevice));
+  Impl& own = *impl_;
+  for (Impl* p : {&own, own.runs_one.get(), own.runs_several.get()}) {
+    if (p == nullptr) continue;
+    p->spin_limit = polls;
+    SPADE_CUDA_CHECK(cudaMemcpy(&p->control->status.spin_limit, &polls, sizeof(polls), cudaMemcpyHostToDevice));
+  }
 }
 
 template <typename T>
 int* SptrsvPlan<T>::device_tickets_for_testing() const {
-  return impl_->control->tickets;
+  return (impl_->runs_one ? *impl_->runs_one : *impl_).control->tickets;
 }
 
 template <typename T>
 void SptrsvPlan<T>::update_values(const T* values, cudaStream_t stream) {
-  Impl& p = *impl_;
-  if (p.input_nnz > 0 && values == nullptr) throw InvalidInput("sparse triangular solve: values is null");
+  Impl& own = *impl_;
+  if (own.input_nnz > 0 && values == nullptr) throw InvalidInput("sparse triangular solve: values is null");
+  Impl* others[2] = {own.runs_one.get(), own.runs_several == own.runs_one ? nullptr : own.runs_several.get()};
+  for (Impl* q : others)
+    if (q != nullptr) q->update(values, stream);
+  own.update(values, stream);
+}
+
+template <typename T>
+void SptrsvPlan<T>::Impl::update(const T* values, cudaStream_t stream) {
+  Impl& p = *this;
   const int no_zero = INT_MAX;
   SPADE_CUDA_CHECK(cudaMemcpyAsync(&p.control->zero_row, &no_zero, sizeof(int), cudaMemcpyHostToDevice, stream));
   ks::gather_values(p.stats.n, p.m, values, p.src, p.diag_src, p.unit, p.reversed, p.perm, p.val, p.diag,

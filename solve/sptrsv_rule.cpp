@@ -17,14 +17,7 @@ double predict(const SptrsvDeviceModel& d, double levels, double entries, double
   return d.fixed_us + levels * per_level + entries / (sms * entries_per_sm_us);
 }
 
-/// Several right-hand sides over one (bench_sptrsv's v23 8-over-1 ratios).
-double several_factor(SptrsvAlgorithm a) {
-  switch (a) {
-    case SptrsvAlgorithm::level_block: return 1.0;
-    case SptrsvAlgorithm::cluster: return 1.2;
-    default: return 1.1;
-  }
-}
+double several_factor(SptrsvAlgorithm a) { return sptrsv_several_over_one(a); }
 
 /// The candidate of smallest predicted time among `list` (each time multiplied by several_factor when
 /// `several`), skipping `excluded`.
@@ -55,14 +48,28 @@ bool level_ordered(SptrsvAlgorithm a) { return a == SptrsvAlgorithm::level_block
 
 }  // namespace
 
+double sptrsv_several_over_one(SptrsvAlgorithm a) {
+  switch (a) {
+    case SptrsvAlgorithm::level_block: return 1.0;
+    case SptrsvAlgorithm::cluster: return 1.2;
+    case SptrsvAlgorithm::levr: return 1.1;
+    case SptrsvAlgorithm::thread: return 2.64;
+    case SptrsvAlgorithm::fused: return 2.39;
+    case SptrsvAlgorithm::fused_level: return 3.26;
+    default: return 2.0;
+  }
+}
+
 SptrsvAutoChoice sptrsv_auto_rule(const SptrsvShape& s, const SptrsvDeviceModel& d) {
   if (s.n < 0 || s.off_diagonal_nnz < 0 || s.levels < 0 || s.max_rows_per_level < 0 || s.max_nnz_per_row < 0)
     throw InvalidInput("sptrsv_auto_rule: negative statistics (n = " + std::to_string(s.n) + ")");
   const double sms = std::max(d.sm_count, 1);
   const double levels = s.levels, entries = double(s.n) + double(s.off_diagonal_nnz);
   SptrsvAutoChoice c;
-  c.levr_us = predict(d, levels, entries, d.level_launch_us, sms, d.sm_entries_per_us);
+  const bool long_rows = s.max_nnz_per_row > kSptrsvLongRow;
+  c.levr_us = predict(d, levels, entries, long_rows ? d.split_level_us : d.level_launch_us, sms, d.sm_entries_per_us);
   c.predicted.push_back({SptrsvAlgorithm::levr, c.levr_us});
+
   if (s.max_nnz_per_row <= kSptrsvOneBlockLongestRow)
     c.predicted.push_back(
         {SptrsvAlgorithm::level_block, predict(d, levels, entries, d.block_barrier_us, 1, d.block_entries_per_us)});
@@ -79,7 +86,13 @@ SptrsvAutoChoice sptrsv_auto_rule(const SptrsvShape& s, const SptrsvDeviceModel&
   // fused runs on the triangle in the caller's order: only where nothing else needs the level-ordered copy.
   const double mean_rows = s.levels > 0 ? double(s.n) / s.levels : 0;
   const double fused_best = predict(d, levels, entries, d.handoff_us, sms, d.sm_entries_per_us);
-  c.try_fused = c.one == SptrsvAlgorithm::levr && !level_ordered(c.several) && s.levels > 1 &&
+  if (long_rows && s.levels >= kSptrsvTrialLevels) {
+    for (SptrsvAlgorithm a : {c.one, SptrsvAlgorithm::fused_level, SptrsvAlgorithm::thread, SptrsvAlgorithm::fused})
+      if (a != SptrsvAlgorithm::levr && int(c.trials.size()) < kSptrsvMaxTrials &&
+          std::find(c.trials.begin(), c.trials.end(), a) == c.trials.end())
+        c.trials.push_back(a);
+  }
+  c.try_fused = c.trials.empty() && c.one == SptrsvAlgorithm::levr && !level_ordered(c.several) && s.levels > 1 &&
                 double(s.max_rows_per_level) > kSptrsvSkewedLevels * mean_rows && fused_best < c.levr_us;
   return c;
 }

@@ -424,7 +424,7 @@ TEST(SptrsvRule, ClusterAndSeveralRightHandSides) {
 TEST(SptrsvRule, FusedTrialOnlyOnSkewedLevels) {
   const SptrsvDeviceModel h100;
   // 275 levels, the widest holding most rows (a web graph).
-  const SptrsvAutoChoice skewed = sptrsv_auto_rule(shape_of(325729, 1.4, 275, 200000, 3000), h100);
+  const SptrsvAutoChoice skewed = sptrsv_auto_rule(shape_of(325729, 1.4, 275, 200000, 60), h100);
   EXPECT_EQ(skewed.one, SptrsvAlgorithm::levr);
   EXPECT_TRUE(skewed.try_fused);
   for (const SptrsvShape& s : {shape_of(2097152, 3.0, 382, 8000, 3), shape_of(15606, 2.94, 1044, 60, 10),
@@ -432,6 +432,26 @@ TEST(SptrsvRule, FusedTrialOnlyOnSkewedLevels) {
     const SptrsvAutoChoice c = sptrsv_auto_rule(s, h100);
     EXPECT_FALSE(c.try_fused) << s.levels << " levels";
   }
+}
+
+// Rows longer than kSptrsvLongRow over at least kSptrsvTrialLevels levels (a Cholesky factor's shape):
+// the rule lists candidates to time, levr never among them, at most kSptrsvMaxTrials, fused_level and
+// thread included; none with short rows or few levels (c-62: 2 levels of rows of 5,000 entries).
+TEST(SptrsvRule, LongRowsAreTimed) {
+  const SptrsvDeviceModel h100;
+  for (const SptrsvShape& s : {shape_of(15606, 29, 463, 200, 4000), shape_of(2003, 143, 676, 10, 1900),
+                               shape_of(500, 41, 139, 8, 400)}) {
+    const SptrsvAutoChoice c = sptrsv_auto_rule(s, h100);
+    EXPECT_FALSE(c.trials.empty()) << s.levels << " levels";
+    EXPECT_LE(int(c.trials.size()), kSptrsvMaxTrials);
+    EXPECT_FALSE(c.try_fused);
+    for (SptrsvAlgorithm a : c.trials) EXPECT_NE(a, SptrsvAlgorithm::levr);
+    EXPECT_NE(std::find(c.trials.begin(), c.trials.end(), SptrsvAlgorithm::fused_level), c.trials.end());
+    EXPECT_NE(std::find(c.trials.begin(), c.trials.end(), SptrsvAlgorithm::thread), c.trials.end());
+  }
+  for (const SptrsvShape& s : {shape_of(41731, 6.2, 2, 40000, 5059), shape_of(15606, 2.94, 1044, 60, 10)})
+    EXPECT_TRUE(sptrsv_auto_rule(s, h100).trials.empty()) << s.levels << " levels";
+  EXPECT_GT(sptrsv_several_over_one(SptrsvAlgorithm::fused_level), sptrsv_several_over_one(SptrsvAlgorithm::levr));
 }
 
 TEST(SptrsvRule, EmptyAndBadStatistics) {
@@ -646,9 +666,12 @@ void expect_rule_choice(const SptrsvPlan<T>& plan, const std::string& what) {
   shape.max_nnz_per_row = st.max_nnz_per_row;
   const SptrsvAutoChoice c = sptrsv_auto_rule(shape, SptrsvDeviceModel::current());
   const SptrsvAlgorithm one = plan.algorithm(1), several = plan.algorithm(8);
-  EXPECT_TRUE(one == c.one || one == c.one_fallback || (c.try_fused && one == SptrsvAlgorithm::fused))
+  const auto trial = [&](SptrsvAlgorithm a) {
+    return std::find(c.trials.begin(), c.trials.end(), a) != c.trials.end();
+  };
+  EXPECT_TRUE(one == c.one || one == c.one_fallback || (c.try_fused && one == SptrsvAlgorithm::fused) || trial(one))
       << what << ": auto ran " << to_string(one) << ", the rule says " << to_string(c.one);
-  EXPECT_TRUE(several == c.several || several == c.several_fallback)
+  EXPECT_TRUE(several == c.several || several == c.several_fallback || trial(several))
       << what << ": auto ran " << to_string(several) << " for several, the rule says " << to_string(c.several);
 }
 
@@ -761,6 +784,34 @@ SparseMatrix chain_with_long_rows(index_t n, int wide, std::uint64_t seed) {
         rows.push_back(i), cols.push_back(std::uniform_int_distribution<index_t>(0, i - 2)(rng));
   }
   return SparseMatrix::from_triplets(n, n, rows, cols, std::vector<double>(rows.size(), 1.0));
+}
+
+// auto's measured choice: a chain of 6,000 levels with rows of 300 entries every 997 rows, where the rule
+// asks for trials; the analysis times at least one candidate, keeps a choice the rule allows, and the
+// winners' solves are right for 1, 8 and 9 right-hand sides, before and after new values, with check().
+TEST(Sptrsv, AutoTimesCandidatesOnLongRows) {
+  SPADE_REQUIRE_GPU();
+  const SparseMatrix chain = chain_with_long_rows(6000, 300, 7);
+  const Triangle first = make_triangle(chain, 51), second = make_triangle(chain, 52);
+  ASSERT_GT(first.max_row, kSptrsvLongRow);
+  bool timed = false;
+  for (const Variant& v : all_variants()) {
+    const DeviceMatrix<double> m1(first, v), m2(second, v);
+    SptrsvPlan<double> plan(m1.view);
+    // The orientation decides whether the long lines are rows of the internal lower triangle.
+    const bool long_rows = plan.stats().max_nnz_per_row > kSptrsvLongRow && plan.stats().levels >= kSptrsvTrialLevels;
+    if (long_rows) EXPECT_GE(plan.stats().auto_trials, 1) << describe(SptrsvAlgorithm::automatic, v, 1);
+    timed = timed || plan.stats().auto_trials > 0;
+    EXPECT_GE(plan.stats().auto_trial_ms, 0.0);
+    expect_rule_choice(plan, describe(SptrsvAlgorithm::automatic, v, 1));
+    for (int nrhs : {1, 8, 9}) check_solves(plan, first, v, nrhs, 3, describe(plan.algorithm(nrhs), v, nrhs));
+    plan.update_values(m2.val.get());
+    for (int nrhs : {1, 8})
+      check_solves(plan, second, v, nrhs, 2, describe(plan.algorithm(nrhs), v, nrhs) + " after update_values");
+    plan.check();
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_TRUE(timed) << "no variant took the measured path";
 }
 
 // The level sets are symbolic: their count and widest level match the host's exactly, from CSR (a pull

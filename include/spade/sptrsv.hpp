@@ -58,7 +58,12 @@ enum class SptrsvAlgorithm {
   automatic,  ///< "auto": the algorithm of smallest predicted time by sptrsv_auto_rule (below), from the
               ///< triangle's level analysis and the device; on triangles with a few wide levels and many
               ///< thin ones it also times one fused solve in the analysis and keeps fused where it beats
-              ///< levr's prediction. SptrsvPlan::algorithm(nrhs) tells which algorithm a solve runs
+              ///< levr's prediction. Where rows are longer than kSptrsvLongRow entries (Cholesky factors,
+              ///< where the level statistics mispredicted by 2-3x in the evaluation log of 2026-11-25) the
+              ///< analysis builds and times the rule's trial candidates (SptrsvAutoChoice::trials, within
+              ///< the budget of kSptrsvTrialBudget) and keeps the fastest for one right-hand side and, by
+              ///< the measured time times its 8-over-1 ratio, for several; the losers are freed.
+              ///< SptrsvPlan::algorithm(nrhs) tells which algorithm a solve runs
   levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017); rows of at
               ///< most 4 entries several to a warp where no row has more, rows of more than 64 entries split
               ///< into pieces of 64, a warp each (the last piece to finish solves the row, so the order of
@@ -136,6 +141,8 @@ struct SptrsvStats {
   index_t levels = 0;      ///< length of the longest dependency chain (level sets of Kahn's sort)
   index_t max_rows_per_level = 0;
   double rows_per_level = 0;  ///< n / levels
+  int auto_trials = 0;        ///< auto: candidates built and timed in the analysis (0: the rule alone)
+  double auto_trial_ms = 0;   ///< auto: host wall clock of those trials (builds and solves), in the analysis
 };
 
 /// What auto's rule reads of a triangle: the statistics of its strictly lower part after the level analysis
@@ -165,6 +172,9 @@ struct SptrsvDeviceModel {
   double sm_entries_per_us = 760;    ///< entries (value, index, gathered x) one SM consumes per us in levr
   double block_entries_per_us = 1400;   ///< ... in level_block's one block, its levels staged in shared memory
   double cluster_entries_per_us = 2500; ///< ... in one block of a cluster, its solution values pushed to it
+  /// The cost per level below comes from the evaluation log of 2026-11-25 (bench_sptrsv --evaluate on an
+  /// H100, the Cholesky factors 4elt_lap_L, bcsstk16_L, tomography_L, mdual_lap_L and their transposes).
+  double split_level_us = 2.4;  ///< levr where rows are split into pieces (2.2-2.5 us per level measured)
   /// The SM count and compute capability of the current CUDA device, the costs above. Throws ResourceError.
   static SptrsvDeviceModel current();
 };
@@ -185,6 +195,10 @@ struct SptrsvAutoChoice {
   /// Time one fused solve in the analysis; keep fused for one right-hand side where it beats levr_us.
   bool try_fused = false;
   double levr_us = 0;
+  /// Where rows are longer than kSptrsvLongRow: the candidates the analysis builds and times, in this
+  /// order (at most kSptrsvMaxTrials; `one` first where it is not levr, whose prediction competes
+  /// instead: timing it would record its CUDA graph). Empty: the predictions decide.
+  std::vector<SptrsvAlgorithm> trials;
   std::vector<SptrsvPrediction> predicted;  ///< every candidate, one right-hand side, fastest first
 };
 
@@ -203,13 +217,38 @@ struct SptrsvAutoChoice {
 /// W / (sm_count * sm_entries) at best) but only where the dependencies stay off its critical path, which
 /// the level statistics do not tell: where levr wins above, the widest level holds more than
 /// kSptrsvSkewedLevels times the mean rows per level (many thin levels) and fused's best case beats levr's
-/// prediction, try_fused asks the analysis to time it. Throws InvalidInput for negative sizes.
+/// prediction, try_fused asks the analysis to time it.
+/// Rows longer than kSptrsvLongRow (levr splits them into pieces): levr's cost per level is split_level_us.
+/// There the level statistics mispredict the chunked kernels and do not tell fused_level, thread and fused
+/// apart (4elt_lap_L ran fastest with fused_level, 4elt_lap_Lt with thread, in the log of 2026-11-25), so
+/// with at least kSptrsvTrialLevels levels `trials` lists `one` (unless levr), fused_level, thread and
+/// fused, the first kSptrsvMaxTrials distinct ones, for the analysis to time (and try_fused is false).
+/// Throws InvalidInput for negative sizes.
 SptrsvAutoChoice sptrsv_auto_rule(const SptrsvShape& shape, const SptrsvDeviceModel& device);
+
+/// Several right-hand sides over one, the ratio of a pass of 8 to a solve of 1 that auto assumes for each
+/// algorithm: levr 1.1, level_block 1.0, cluster 1.2 (v23 tables), thread 2.64, fused 2.39, fused_level
+/// 3.26 (geometric means of the evaluation log of 2026-11-25), others 2.0.
+double sptrsv_several_over_one(SptrsvAlgorithm algorithm);
 
 /// The longest row (off-diagonal entries) that auto still gives to one thread block (level_block).
 constexpr index_t kSptrsvOneBlockLongestRow = 512;
 /// The widest level over the mean rows per level from which auto times fused.
 constexpr double kSptrsvSkewedLevels = 8.0;
+/// The longest row (off-diagonal entries) above which auto times candidates in the analysis (levr's piece).
+constexpr index_t kSptrsvLongRow = 64;
+/// The fewest levels at which auto times candidates: with fewer, levr's launches cost little (c-62, 2
+/// levels of rows of 5,000 entries: levr 0.014 ms, fused 0.094, thread 1.73 in the log of 2026-11-25).
+constexpr index_t kSptrsvTrialLevels = 32;
+/// The most candidates auto times.
+constexpr int kSptrsvMaxTrials = 3;
+/// auto's trial budget: a trial (building the candidate, one warm-up and one timed solve of a zero
+/// right-hand side, CUDA events on the plan's stream) starts only while the trials so far took less than
+/// this times the analysis before them (host wall clock), so auto's analysis stays below about
+/// (1 + kSptrsvTrialBudget) times its own plus one trial. The reason: on every triangle with rows that
+/// long in the log of 2026-11-25, cuSPARSE's analysis took 2.7 to 31 times auto's (a single trial's
+/// build costs about one named analysis, 0.2-27 ms there, its solves 0.1-15 ms).
+constexpr double kSptrsvTrialBudget = 2.0;
 
 /// The reusable analysis of one triangle for one algorithm: a move-only owner of device memory.
 template <typename T>
