@@ -89,3 +89,11 @@ target_compile_definitions(test_lu PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEF
 target_compile_options(test_lu PRIVATE ${SPADE_WARNINGS})
 gtest_discover_tests(test_lu)
 endif()
+
+if(SPADE_BUILD_BENCHMARKS)
+add_executable(bench_lu drivers/bench_lu.cpp)
+target_link_libraries(bench_lu PRIVATE spade_host spade_lu_reference CLI11::CLI11 nlohmann_json::nlohmann_json
+                      BLAS::BLAS)
+target_compile_definitions(bench_lu PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
+target_compile_options(bench_lu PRIVATE ${SPADE_WARNINGS})
+endif()

@@ -1,8 +1,12 @@
-// Grid Laplacians (see include/spade/generators.hpp). The CSC arrays are written column by column: the
+// Grid Laplacians and upwind convection-diffusion operators (see include/spade/generators.hpp). The CSC
+// arrays are written column by column: the
 // neighbours of node (x, y, z) are visited in lexicographic (dz, dy, dx) order, which is increasing node
 // order, so every column comes out sorted without a triplet sort.
 #include "spade/generators.hpp"
 
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <new>
@@ -53,9 +57,11 @@ std::int64_t count_entries(Stencil stencil, std::int64_t nx, std::int64_t ny, st
   return 0;
 }
 
-/// The nx * ny * nz grid Laplacian; `who` names the public function in messages, and a 2D grid has nz = 1.
-SparseMatrix grid_laplacian(const std::string& who, bool three_d, std::int64_t nx, std::int64_t ny, std::int64_t nz,
-                            Stencil stencil) {
+/// The nx * ny * nz grid Laplacian plus the first-order upwind convection term of `wind` (wind[k] along axis
+/// k, 0 for a Laplacian; only with five_point or seven_point); `who` names the public function in messages,
+/// and a 2D grid has nz = 1 and wind[2] = 0.
+SparseMatrix grid_operator(const std::string& who, bool three_d, std::int64_t nx, std::int64_t ny, std::int64_t nz,
+                           Stencil stencil, const std::array<double, 3>& wind) {
   constexpr std::int64_t max_index = std::numeric_limits<index_t>::max();
   const std::string grid =
       std::to_string(nx) + " x " + std::to_string(ny) + (three_d ? " x " + std::to_string(nz) : std::string());
@@ -66,7 +72,9 @@ SparseMatrix grid_laplacian(const std::string& who, bool three_d, std::int64_t n
                         " nodes (32-bit indices)");
   const std::int64_t n = nx * ny * nz;
   const std::int64_t nnz = count_entries(stencil, nx, ny, nz);  // at most 27 n: no overflow
-  const double diagonal = stencil_neighbours(stencil);  // Dirichlet: the same on the boundary
+  // Dirichlet: the same diagonal on the boundary. Upwinding adds |wind[k]| to the diagonal and to the
+  // coupling with the upstream neighbour along axis k.
+  const double diagonal = stencil_neighbours(stencil) + std::abs(wind[0]) + std::abs(wind[1]) + std::abs(wind[2]);
 
   std::vector<offset_t> col_ptr;
   std::vector<index_t> row_ind;
@@ -93,8 +101,11 @@ SparseMatrix grid_laplacian(const std::string& who, bool three_d, std::int64_t n
               if (x + dx < 0 || x + dx >= nx) continue;
               const bool self = dx == 0 && dy == 0 && dz == 0;
               if (!self && !in_stencil(stencil, dx, dy, dz)) continue;
+              // Row i = j + offset has column j as its neighbour at -offset, upstream along the offset's
+              // axis when the wind blows the offset's way: A(i, j) = -1 - max(d * wind[k], 0), d = +-1.
+              const double upwind = dx != 0 ? dx * wind[0] : dy != 0 ? dy * wind[1] : dz * wind[2];
               row_ind[p] = static_cast<index_t>(j + dx + nx * (dy + ny * dz));
-              values[p] = self ? diagonal : -1.0;
+              values[p] = self ? diagonal : -1.0 - std::max(upwind, 0.0);
               ++p;
             }
           }
@@ -110,13 +121,27 @@ SparseMatrix grid_laplacian(const std::string& who, bool three_d, std::int64_t n
 SparseMatrix laplacian_2d(index_t nx, index_t ny, Stencil stencil) {
   if (stencil != Stencil::five_point && stencil != Stencil::nine_point)
     throw InvalidInput("laplacian_2d: stencil must be five_point or nine_point");
-  return grid_laplacian("laplacian_2d", false, nx, ny, 1, stencil);
+  return grid_operator("laplacian_2d", false, nx, ny, 1, stencil, {0.0, 0.0, 0.0});
 }
 
 SparseMatrix laplacian_3d(index_t nx, index_t ny, index_t nz, Stencil stencil) {
   if (stencil != Stencil::seven_point && stencil != Stencil::twenty_seven_point)
     throw InvalidInput("laplacian_3d: stencil must be seven_point or twenty_seven_point");
-  return grid_laplacian("laplacian_3d", true, nx, ny, nz, stencil);
+  return grid_operator("laplacian_3d", true, nx, ny, nz, stencil, {0.0, 0.0, 0.0});
+}
+
+SparseMatrix convection_diffusion_2d(index_t nx, index_t ny, double wx, double wy) {
+  if (!std::isfinite(wx) || !std::isfinite(wy))
+    throw InvalidInput("convection_diffusion_2d: the wind must be finite, got (" + std::to_string(wx) + ", " +
+                       std::to_string(wy) + ")");
+  return grid_operator("convection_diffusion_2d", false, nx, ny, 1, Stencil::five_point, {wx, wy, 0.0});
+}
+
+SparseMatrix convection_diffusion_3d(index_t nx, index_t ny, index_t nz, double wx, double wy, double wz) {
+  if (!std::isfinite(wx) || !std::isfinite(wy) || !std::isfinite(wz))
+    throw InvalidInput("convection_diffusion_3d: the wind must be finite, got (" + std::to_string(wx) + ", " +
+                       std::to_string(wy) + ", " + std::to_string(wz) + ")");
+  return grid_operator("convection_diffusion_3d", true, nx, ny, nz, Stencil::seven_point, {wx, wy, wz});
 }
 
 }  // namespace spade

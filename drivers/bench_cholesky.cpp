@@ -6,16 +6,15 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "../core/blas.hpp"
+#include "bench_host.hpp"
 #include "bench_json.hpp"
 #include "cholmod_reference.hpp"
 #include "spade/cholesky.hpp"
@@ -26,30 +25,15 @@
 
 namespace {
 
-double seconds(const std::function<void()>& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
+using spade::bench::cpu_name;
+using spade::bench::median;
+using spade::bench::seconds;
 
 struct Problem {
   std::string name;
   std::function<spade::SparseMatrix()> make;
   bool by_default = true;  ///< run without --only (the small ones are for quick checks of the driver)
 };
-
-std::string cpu_name() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
 
 }  // namespace
 

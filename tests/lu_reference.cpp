@@ -106,4 +106,10 @@ std::vector<double> LuReference::solve(const std::vector<double>& B, int nrhs) {
   return X;
 }
 
+double LuReference::estimated_flops() const {
+  const State& s = *state_;
+  if (s.library == Library::umfpack) return s.umf_symbolic ? s.info[UMFPACK_FLOPS_ESTIMATE] : -1.0;
+  return s.klu_sym ? s.klu_sym->est_flops : -1.0;
+}
+
 }  // namespace spade::testing

@@ -26,6 +26,11 @@ class LuReference {
   void factorize();
   std::vector<double> solve(const std::vector<double>& B, int nrhs);
 
+  /// The library's own estimate of the numeric factorization's floating-point operations, after analyze():
+  /// UMFPACK's Info[UMFPACK_FLOPS_ESTIMATE] (an upper bound computed before its numeric pivoting), KLU's
+  /// Symbolic->est_flops (AMD's count, summed over the BTF blocks). Negative when the library gives none.
+  double estimated_flops() const;
+
  private:
   struct State;
   std::unique_ptr<State> state_;

@@ -1,4 +1,5 @@
-// Tests of Matrix Market I/O (core/matrix_market.cpp) and the grid Laplacian generators (core/generators.cpp).
+// Tests of Matrix Market I/O (core/matrix_market.cpp) and the grid generators (core/generators.cpp): Laplacians
+// and upwind convection-diffusion operators.
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -882,6 +883,71 @@ TEST(Generators, SymmetricWithDirichletRowSums) {
   expect_symmetric_with_dirichlet_row_sums(laplacian_3d(6, 5, 4, Stencil::twenty_seven_point), 6, 5, 4);
 }
 
+TEST(Generators, ConvectionDiffusionEntriesOnThreeByThree) {
+  // Wind +2 along x, -0.5 along y: row i's upstream neighbours are x - 1 and y + 1.
+  const Dense d = to_dense(convection_diffusion_2d(3, 3, 2.0, -0.5));
+  // Node 4, the centre (1, 1): diagonal 4 + 2 + 0.5; x - 1 (node 3) -3, x + 1 (node 5) -1, y - 1 (node 1)
+  // -1, y + 1 (node 7) -1.5.
+  EXPECT_EQ(d[4], (std::vector<double>{0, -1, 0, -3, 6.5, -1, 0, -1.5, 0}));
+  // Node 0, the corner (0, 0): only the downstream x + 1 and the upstream y + 1.
+  EXPECT_EQ(d[0], (std::vector<double>{6.5, -1, 0, -1.5, 0, 0, 0, 0, 0}));
+  // Column 4: node 5 (x + 1) has node 4 upstream, node 1 (y - 1) too.
+  EXPECT_EQ(d[5][4], -3.0);
+  EXPECT_EQ(d[3][4], -1.0);
+  EXPECT_EQ(d[1][4], -1.5);
+  EXPECT_EQ(d[7][4], -1.0);
+}
+
+TEST(Generators, ConvectionDiffusion3dEntries) {
+  const index_t nx = 4, ny = 3, nz = 5;
+  const Dense d = to_dense(convection_diffusion_3d(nx, ny, nz, -1.0, 0.25, 3.0));
+  const auto node = [&](index_t x, index_t y, index_t z) { return x + nx * (y + ny * z); };
+  const index_t i = node(1, 1, 2);
+  EXPECT_EQ(d[i][i], 6 + 1 + 0.25 + 3);
+  EXPECT_EQ(d[i][node(0, 1, 2)], -1.0);   // x - 1: downstream of a negative wx
+  EXPECT_EQ(d[i][node(2, 1, 2)], -2.0);   // x + 1: upstream
+  EXPECT_EQ(d[i][node(1, 0, 2)], -1.25);  // y - 1: upstream of wy > 0
+  EXPECT_EQ(d[i][node(1, 2, 2)], -1.0);
+  EXPECT_EQ(d[i][node(1, 1, 1)], -4.0);   // z - 1: upstream of wz > 0
+  EXPECT_EQ(d[i][node(1, 1, 3)], -1.0);
+}
+
+TEST(Generators, ConvectionDiffusionIsAnUnsymmetricMMatrix) {
+  for (const SparseMatrix& a : {convection_diffusion_2d(9, 7, 1.0, 0.5), convection_diffusion_2d(5, 6, -3.0, 0.0),
+                                convection_diffusion_3d(6, 5, 4, 1.0, 0.5, 0.25),
+                                convection_diffusion_3d(3, 4, 5, 0.0, -2.0, 7.0)}) {
+    EXPECT_FALSE(a.is_symmetric());
+    EXPECT_EQ(a.transpose().col_ptr(), a.col_ptr());  // the pattern is the Laplacian's, symmetric
+    EXPECT_EQ(a.transpose().row_ind(), a.row_ind());
+    // An M-matrix by diagonal dominance: positive diagonal, off-diagonals <= 0, every row and column sum
+    // >= 0 (up to rounding of the wind sums) and some > 0.
+    std::vector<double> row_sum(a.rows(), 0.0), col_sum(a.cols(), 0.0), diagonal_sum(a.rows(), 0.0);
+    for (index_t j = 0; j < a.cols(); ++j)
+      for (offset_t p = a.col_ptr()[j]; p < a.col_ptr()[j + 1]; ++p) {
+        const index_t i = a.row_ind()[p];
+        const double v = a.values()[p];
+        if (i == j) {
+          EXPECT_GT(v, 0.0);
+          diagonal_sum[i] = v;
+        } else {
+          EXPECT_LE(v, 0.0) << i << ", " << j;
+        }
+        row_sum[i] += v;
+        col_sum[j] += v;
+      }
+    index_t strict_rows = 0;
+    for (index_t i = 0; i < a.rows(); ++i) {
+      EXPECT_GE(row_sum[i], -1e-14 * diagonal_sum[i]) << "row " << i;
+      EXPECT_GE(col_sum[i], -1e-14 * diagonal_sum[i]) << "column " << i;
+      if (row_sum[i] > 0.5) ++strict_rows;
+    }
+    EXPECT_GT(strict_rows, 0);
+  }
+  // Zero wind is the Laplacian.
+  expect_same(convection_diffusion_2d(7, 5, 0.0, 0.0), laplacian_2d(7, 5));
+  expect_same(convection_diffusion_3d(4, 3, 5, 0.0, 0.0, 0.0), laplacian_3d(4, 3, 5));
+}
+
 TEST(Generators, Errors) {
   EXPECT_EQ(error_of<InvalidInput>([] { laplacian_2d(0, 3); }),
             "laplacian_2d: grid sizes must be positive, got 0 x 3");
@@ -899,6 +965,11 @@ TEST(Generators, Errors) {
   EXPECT_EQ(error_of<ResourceError>([&] { laplacian_3d(m, m, m, Stencil::twenty_seven_point); }),
             "laplacian_3d: a 2147483647 x 2147483647 x 2147483647 grid has more than 2147483647 nodes (32-bit "
             "indices)");
+  EXPECT_EQ(error_of<InvalidInput>([] { convection_diffusion_2d(0, 3, 1.0, 1.0); }),
+            "convection_diffusion_2d: grid sizes must be positive, got 0 x 3");
+  EXPECT_EQ(error_of<InvalidInput>([] { convection_diffusion_2d(3, 3, std::nan(""), 1.0); }),
+            "convection_diffusion_2d: the wind must be finite, got (nan, 1.000000)");
+  EXPECT_THROW(convection_diffusion_3d(2, 2, 2, 0.0, 0.0, std::numeric_limits<double>::infinity()), InvalidInput);
 }
 
 }  // namespace
