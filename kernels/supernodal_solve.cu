@@ -500,6 +500,11 @@ __device__ bool backward_group(const SupernodalView& v, const SupernodalWorkspac
 #pragma unroll
       for (int j = 0; j < K; ++j) xo[c * K + j] = 0.0;
     __syncwarp();
+    // One column (most supernodes of a 2D mesh's factor): each lane sums over its own rows and the warp
+    // reduces once per supernode, instead of a reduction over 8 mostly empty columns per 32 rows.
+    double column[K];
+#pragma unroll
+    for (int j = 0; j < K; ++j) column[j] = 0.0;
     for (int rb = 0; rb < m; rb += 32) {  // warp-uniform: the shuffles below need every lane
       const int row = rb + lane;
       const bool active = row < m;
@@ -523,6 +528,12 @@ __device__ bool backward_group(const SupernodalView& v, const SupernodalWorkspac
           }
         }
       }
+      if (k == 1) {
+        const double a = active ? P[row] : 0.0;
+#pragma unroll
+        for (int j = 0; j < K; ++j) column[j] = fma(a, vv[j], column[j]);
+        continue;
+      }
       for (int c0 = 0; c0 < k; c0 += 8) {
         double a[8];
 #pragma unroll
@@ -534,6 +545,20 @@ __device__ bool backward_group(const SupernodalView& v, const SupernodalWorkspac
           for (int q = 0; q < 8; ++q) part[q] = a[q] * vv[j];
           const double sum = reduce_columns8(part);
           if (lane < 8 && c0 + lane < k) xo[(c0 + lane) * K + j] += sum;
+        }
+      }
+    }
+    if (k == 1) {
+      if constexpr (K == 8) {
+        const double sum = reduce_columns8(column);  // lane L: the sum of column[L & 7]
+        if (lane < 8) xo[lane] = sum;
+      } else {
+#pragma unroll
+        for (int j = 0; j < K; ++j) {
+          double sum = column[j];
+#pragma unroll
+          for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(kFull, sum, offset);
+          if (lane == 0) xo[j] = sum;
         }
       }
     }
