@@ -81,7 +81,8 @@ void print_placement(std::FILE* out, const SolveSummary& s) {
   std::fprintf(out, "factorization    %s (--factorization %s)\n", s.factorization_reason.c_str(),
                s.factorization_requested.c_str());
   if (s.factorization == "lu")
-    std::fprintf(out, "perturbed pivots %d (tiny pivots replaced by sqrt(eps) ||A||; refinement corrects them)\n",
+    std::fprintf(out, "perturbed pivots %d (tiny pivots replaced by sqrt(eps) ||A||; refinement corrects them, with "
+                      "GMRES-IR where one solve per step stalls)\n",
                  s.perturbed_pivots);
   std::fprintf(out, "placement        %s (--device %s)\n", s.placement_reason.c_str(), s.placement_requested.c_str());
   if (s.plan) {
@@ -105,9 +106,17 @@ void print_placement(std::FILE* out, const SolveSummary& s) {
 
 void print_solve(std::FILE* out, const SolveSummary& s) {
   std::fprintf(out, "refinement (%d right-hand side%s: %s)\n", s.nrhs, s.nrhs == 1 ? "" : "s", s.rhs_source.c_str());
-  std::fprintf(out, "  step   ||b - A x||_inf   berr\n");
-  for (std::size_t k = 0; k < s.steps.size(); ++k)
-    std::fprintf(out, "  %4zu   %15.3e   %9.3e\n", k, s.steps[k].residual_norm, s.steps[k].berr);
+  std::fprintf(out, "  step   ||b - A x||_inf   berr        correction\n");
+  for (std::size_t k = 0; k < s.steps.size(); ++k) {
+    const RefinementStep& step = s.steps[k];
+    std::fprintf(out, "  %4zu   %15.3e   %9.3e   ", k, step.residual_norm, step.berr);
+    if (k == 0)
+      std::fprintf(out, "(first solve)\n");
+    else if (step.gmres)
+      std::fprintf(out, "GMRES-IR, %d GMRES iterations\n", step.inner_iterations);
+    else
+      std::fprintf(out, "one solve\n");
+  }
   std::fprintf(out, "result\n");
   std::fprintf(out, "  berr           %.3e (componentwise backward error, Oettli-Prager; max over right-hand sides)\n",
                s.berr);
@@ -256,7 +265,11 @@ nlohmann::ordered_json to_json(const Report& report) {
     const SolveSummary& s = *report.solve;
     ordered_json steps = ordered_json::array();
     for (std::size_t k = 0; k < s.steps.size(); ++k)
-      steps.push_back({{"step", k}, {"residual_norm", s.steps[k].residual_norm}, {"berr", s.steps[k].berr}});
+      steps.push_back({{"step", k},
+                       {"residual_norm", s.steps[k].residual_norm},
+                       {"berr", s.steps[k].berr},
+                       {"gmres", s.steps[k].gmres},
+                       {"inner_iterations", s.steps[k].inner_iterations}});
     ordered_json sweeps = nullptr;
     if (s.solve_times && s.solve_times->gpu)
       sweeps = {{"passes", s.solve_times->passes},

@@ -142,16 +142,4 @@ void lu_solve_in_place(const LuFactor& F, double* X, index_t nrhs, index_t ldx, 
   out_of_memory_is_resource_error("solve", [&] { solve_with(F, X, nrhs, ldx, trans); });
 }
 
-RefinementResult lu_solve_refined(const SparseMatrix& A, const LuFactor& F, const double* B, index_t ldb, double* X,
-                                  index_t ldx, index_t nrhs, Transpose trans, const RefineOptions& options) {
-  const index_t n = F.symbolic().n;
-  if (A.rows() != n || A.cols() != n)
-    throw InvalidInput("solve_refined: A is " + std::to_string(A.rows()) + " x " + std::to_string(A.cols()) +
-                       " but the factor is of order " + std::to_string(n));
-  const SolveFunction solve = [&F, trans](double* Y, index_t k, index_t ld) { lu_solve_in_place(F, Y, k, ld, trans); };
-  if (trans == Transpose::no) return solve_refined(A, solve, B, ldb, X, ldx, nrhs, options);
-  const SparseMatrix At = out_of_memory_is_resource_error("solve_refined", [&] { return A.transpose(); });
-  return solve_refined(At, solve, B, ldb, X, ldx, nrhs, options);
-}
-
 }  // namespace spade

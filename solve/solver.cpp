@@ -716,22 +716,20 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
     }
   } else {
     BlasThreads blas(s.lu ? s.lu->threads() : s.factor->threads());
-    const SolveFunction host_solve = [&s](double* Y, index_t k, index_t ldy) {
-      if (s.lu)
-        lu_solve_in_place(*s.lu, Y, k, ldy);
-      else
-        solve_in_place(*s.factor, Y, k, ldy);
-    };
+    // An LU refines through lu_solve_refined (classical, then GMRES-IR where perturbed pivots stall it).
+    const SolveFunction host_solve = [&s](double* Y, index_t k, index_t ldy) { solve_in_place(*s.factor, Y, k, ldy); };
     if (memory == Memory::device) {
       if (!s.device_ok) throw InvalidInput("Solver::solve_refined: device memory given, but " + s.device_problem);
       std::vector<double> hb(static_cast<std::size_t>(n) * nrhs), hx(hb.size());
       copy_block(hb.data(), ld, B, ldb, n, nrhs, cudaMemcpyDeviceToHost, nullptr);
       SPADE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
-      result = spade::solve_refined(*s.A, host_solve, hb.data(), ld, hx.data(), ld, nrhs, refine);
+      result = s.lu ? lu_solve_refined(*s.A, *s.lu, hb.data(), ld, hx.data(), ld, nrhs, Transpose::no, refine)
+                    : spade::solve_refined(*s.A, host_solve, hb.data(), ld, hx.data(), ld, nrhs, refine);
       copy_block(X, ldx, hx.data(), ld, n, nrhs, cudaMemcpyHostToDevice, nullptr);
       SPADE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
     } else {
-      result = spade::solve_refined(*s.A, host_solve, B, ldb, X, ldx, nrhs, refine);
+      result = s.lu ? lu_solve_refined(*s.A, *s.lu, B, ldb, X, ldx, nrhs, Transpose::no, refine)
+                    : spade::solve_refined(*s.A, host_solve, B, ldb, X, ldx, nrhs, refine);
     }
   }
   s.set_phase("refine", seconds_since(t0));

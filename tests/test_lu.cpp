@@ -1,7 +1,7 @@
 // Supernodal LU with static pivoting: random unsymmetric matrices against dense LAPACK getrf/getrs (both
 // A X = B and A^T X = B, every ordering, one and two threads), the tiny-pivot replacement, refactorization,
 // the real unsymmetric and symmetric indefinite matrices to a backward error of 1e-13 with UMFPACK as the
-// reference, and the bad-input errors.
+// reference (GMRES-IR where perturbed pivots stall classical refinement), and the bad-input errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "error_of.hpp"
@@ -279,14 +280,26 @@ const char* const kRealMatrices[] = {
     "rajat19.mtx.gz",    "reorientation_1.mtx.gz", "sherman1.mtx.gz", "sherman3.mtx.gz",  "utm300.mtx.gz",
     "watt_2.mtx.gz",     "west0067.mtx.gz",  "west0479.mtx.gz"};
 
-// Nonsingular matrices (UMFPACK solves them) on which static pivoting fails: tiny pivots inside the diagonal
-// blocks are replaced (NSR8K 777 of them, nnc1374 20, rajat19 6, cryg2500 1) and the element growth or the
-// conditioning is beyond what refinement recovers. For them the test demands the honest outcome: the
-// refinement result says it did not converge (never a claimed success).
-bool static_pivoting_fails(const std::string& file) {
-  for (const char* f : {"NSR8K.mtx.gz", "cryg2500.mtx.gz", "nnc1374.mtx.gz", "rajat19.mtx.gz"})
-    if (file == f) return true;
-  return false;
+// Nonsingular matrices (UMFPACK solves them) whose factor has perturbed pivots (NSR8K 777, nnc1374 20,
+// rajat19 6, cryg2500 1) and on which classical refinement stagnates: lu_solve_refined continues with
+// GMRES-IR. It reaches the target on rajat19 and cryg2500 (both systems) and on nnc1374's A^T X = B. It
+// stagnates on nnc1374's A X = B (berr about 4e-6: restarted GMRES stalls short of its inner tolerance)
+// and on NSR8K (berr 1: the first solve's residual is about 1e35, the factor's growth is beyond what
+// GMRES preconditioned with it recovers in double); there the test demands the honest outcome, a result
+// that says it did not converge.
+struct PerturbedCase {
+  const char* file;
+  bool converges, transposed_converges;
+};
+const PerturbedCase kPerturbed[] = {{"NSR8K.mtx.gz", false, false},
+                                    {"cryg2500.mtx.gz", true, true},
+                                    {"nnc1374.mtx.gz", false, true},
+                                    {"rajat19.mtx.gz", true, true}};
+
+const PerturbedCase* perturbed_case(const std::string& file) {
+  for (const PerturbedCase& c : kPerturbed)
+    if (file == c.file) return &c;
+  return nullptr;
 }
 
 class LuRealMatrix : public ::testing::TestWithParam<const char*> {};
@@ -316,11 +329,21 @@ TEST_P(LuRealMatrix, BackwardErrorWithinTenRefinementSteps) {
   std::vector<double> Xt(B.size());
   const RefinementResult transposed =
       lu_solve_refined(A, F, B.data(), n, Xt.data(), n, nrhs, Transpose::yes, refine);
-  if (static_pivoting_fails(file)) {
+  if (const PerturbedCase* c = perturbed_case(file)) {
     EXPECT_GT(F.perturbed_pivots(), 0) << file;
-    EXPECT_FALSE(result.converged) << file;
-    EXPECT_GT(result.solution.berr, refine.tolerance) << file;
-    EXPECT_NE(result.stop, RefinementResult::Stop::converged) << file;
+    for (const auto& [outcome, converges] : {std::pair{&result, c->converges}, std::pair{&transposed, c->transposed_converges}}) {
+      EXPECT_LE(outcome->steps.size(), 11u) << file;
+      EXPECT_TRUE(outcome->steps.back().gmres) << file << ": classical refinement stagnates, GMRES-IR follows";
+      EXPECT_GT(outcome->steps.back().inner_iterations, 0) << file;
+      if (converges) {
+        EXPECT_TRUE(outcome->converged) << file;
+        EXPECT_LE(outcome->solution.berr, 1e-13) << file;
+      } else {
+        EXPECT_FALSE(outcome->converged) << file;
+        EXPECT_GT(outcome->solution.berr, refine.tolerance) << file;
+        EXPECT_NE(outcome->stop, RefinementResult::Stop::converged) << file;
+      }
+    }
     return;
   }
   EXPECT_LE(result.solution.berr, 1e-13) << file << ": " << result.steps.size() - 1 << " refinement steps, "

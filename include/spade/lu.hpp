@@ -161,9 +161,33 @@ enum class Transpose { no, yes };  ///< A X = B, or A^T X = B
 /// column); ResourceError if memory runs out.
 void lu_solve_in_place(const LuFactor& F, double* X, index_t nrhs, index_t ldx, Transpose trans = Transpose::no);
 
-/// solve_refined (solve.hpp) with lu_solve_in_place: the residual with the original A (trans no) or A^T
-/// (trans yes), A being the matrix F factored (A's numbering, n x n). The result says when refinement
-/// stagnated above the tolerance (stop == stagnated) or ran out of steps. B is not modified.
+/// GMRES-IR's inner solver (lu_solve_refined): restarted GMRES, this many iterations between restarts, ...
+constexpr int kLuGmresRestart = 50;
+/// ... stopping when ||r - A d||_2 <= kLuGmresTolerance ||r||_2 for the correction d of A d = r (each outer
+/// step then gains about six digits, as in Carson and Higham's GMRES-IR), or when a restart cycle fails to
+/// halve the true residual (the floor rounding in A M^{-1} sets), ...
+constexpr double kLuGmresTolerance = 1e-6;
+/// ... or after this many iterations (per right-hand side and outer step).
+constexpr int kLuGmresMaxIterations = 500;
+
+/// Solves A X = B (trans no) or A^T X = B (trans yes) with iterative refinement in two stages, A being the
+/// matrix F factored (A's numbering, n x n). First classical refinement: solve_refined (solve.hpp) with
+/// lu_solve_in_place and the residual with the original A (or A^T). When that stagnates above the tolerance
+/// with steps left and F has perturbed pivots, GMRES-IR continues from its best iterate (from x = 0 for a
+/// column whose residual exceeds b: its solve blew up): each outer step computes r = b - A x in double and
+/// solves A d = r by restarted flexible GMRES with F as right preconditioner (kLuGmresRestart,
+/// kLuGmresTolerance, kLuGmresMaxIterations), each right-hand side above the tolerance on its own, and adds
+/// d; the same stopping rule (tolerance,
+/// a step that fails to halve berr, the better iterate kept) with the outer steps of both stages counted
+/// against options.max_steps. Each replaced pivot perturbs the factor by a rank-one term, so GMRES
+/// preconditioned with it converges in about as many iterations as there are perturbed pivots, where
+/// classical refinement stagnates (M. Arioli, I. S. Duff, S. Gratton and S. Pralet, "A note on GMRES
+/// preconditioned by a perturbed LDL^T decomposition with static pivoting", SIAM J. Sci. Comput. 29(5),
+/// 2007; E. Carson and N. J. Higham, "Accelerating the solution of linear systems by iterative refinement
+/// in three precisions", SIAM J. Sci. Comput. 40(2), 2018). The result's steps say which were GMRES-IR
+/// steps and their inner iterations (RefinementStep::gmres, inner_iterations); it says when refinement
+/// stopped above the tolerance (stop == stagnated) or ran out of steps. B (n x nrhs, leading dimension
+/// ldb) is not modified; X (leading dimension ldx) receives the solution; host memory.
 /// Throws as solve_refined, and InvalidInput when A's order differs from F's.
 RefinementResult lu_solve_refined(const SparseMatrix& A, const LuFactor& F, const double* B, index_t ldb, double* X,
                                   index_t ldx, index_t nrhs, Transpose trans = Transpose::no,

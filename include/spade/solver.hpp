@@ -167,7 +167,8 @@ class Solver {
   void solve_transposed(double* X, index_t nrhs, index_t ldx);
 
   /// Solves A X = B with iterative refinement (options.refine; the rules of solve.hpp's solve_refined)
-  /// against the last factorized A. B (leading dimension ldb) is not modified; X (ldx) receives the
+  /// against the last factorized A; an LU refines with lu_solve_refined (lu.hpp: GMRES-IR follows where
+  /// perturbed pivots stall classical refinement). B (leading dimension ldb) is not modified; X (ldx) receives the
   /// solution; both in host or device memory as `memory` says. On the GPU the iterates stay on the device
   /// until the end. Same errors as solve().
   RefinementResult solve_refined(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs,
