@@ -276,4 +276,205 @@ class EigenCholesky {
   eigen_detail::Status status_;
 };
 
+/// Sparse LU solver with the interface of Eigen::SparseLU, for square matrices: unsymmetric, symmetric
+/// indefinite, or with zeros on the diagonal. spade's supernodal LU with static pivoting (lu.hpp, after Li
+/// and Demmel 2003): a maximum-product matching permutes and scales A so that large entries sit on the
+/// diagonal, a fill-reducing ordering is applied symmetrically, and the factorization pivots only inside
+/// supernodes' diagonal blocks, replacing tiny pivots (counted); every solve then refines iteratively
+/// against A, which recovers what a replacement lost or says that it could not.
+///
+/// MatrixType: `Eigen::SparseMatrix<double, Eigen::ColMajor, StorageIndex>` (compressed or not, inner
+/// indices sorted or not; any signed StorageIndex, but n must fit spade's 32-bit index_t). Indices are
+/// 0-based. All of A is read (both triangles), never modified; the factor, a copy of A (the Solver's, for
+/// the refinement of A X = B) and A^T (this adapter's, for that of A^T X = B) live in host memory.
+///
+/// Where it differs from Eigen::SparseLU:
+///   - analyzePattern(A) reads A's values as well as its pattern (the matching chooses the row permutation
+///     and the scaling from them); factorize() with other values on that pattern keeps them, so a
+///     refactorization whose values differ much from the analyzed ones may perturb more pivots. Call
+///     compute() (or analyzePattern() again) to choose them anew.
+///   - A structurally singular A (no perfect matching: an empty row or column, or k columns with entries
+///     in only k - 1 rows) is found by analyzePattern() already: info() is Eigen::NumericalIssue there.
+///   - A numerically singular or nearly singular A is no failure of factorize(): its tiny pivots are
+///     replaced (report()->perturbed_pivots) and info() is Eigen::Success. Whether a solution is good
+///     shows in lastRefinement() after each solve (converged, berr).
+///   - The transposed solve is transpose().solve(B), as in Eigen 3.4's SparseLU; no adjoint() (the values
+///     are real), determinant or access to L, U and the permutations (they are LuFactor's, numeric()).
+///
+/// Errors follow Eigen's convention as for EigenCholesky: analyzePattern, factorize and compute never
+/// throw for bad data or numerical failure; they set info() and keep errorMessage() and error():
+///   Eigen::InvalidInput   - spade::InvalidInput (non-square, NaN/Inf, a factorize() whose pattern differs
+///                           from the analyzed one) or spade::ResourceError (out of memory, sizes that
+///                           overflow the index types)
+///   Eigen::NumericalIssue - spade::StructurallySingular (naming a row or column, 0-based) or
+///                           spade::NumericalError (not_finite: no scaling in double balances A) from
+///                           analyzePattern(); spade::NumericalError (not_finite: the factor overflowed,
+///                           naming a column in A's numbering) from factorize()
+/// Misuse throws spade::InvalidInput: factorize() before a successful analyzePattern(), solve() without a
+/// successful factorization, a right-hand side whose row count is not rows(), a NaN/Inf in it, and
+/// SolverOptions with placement gpu (the LU solves on the host).
+template <typename MatrixType>
+class EigenLU {
+  static_assert(std::is_same<typename MatrixType::Scalar, double>::value, "spade::EigenLU needs double values");
+  static_assert(!MatrixType::IsRowMajor, "spade::EigenLU needs a column-major (CSC) Eigen::SparseMatrix");
+
+ public:
+  using Scalar = double;
+  using StorageIndex = typename MatrixType::StorageIndex;
+
+  /// A solver with spade's default options (automatic ordering, OpenMP's default thread count, refinement
+  /// up to 10 steps to a backward error of 2 eps).
+  EigenLU() : EigenLU(SolverOptions{}) {}
+
+  /// A solver with the given options: ordering and supernode relaxation (options.analyze), threads, and
+  /// the refinement of every solve (options.refine; max_steps = 0 solves once and still reports berr).
+  /// They apply from the next analyzePattern(). options.factorization is set to lu and options.placement
+  /// to cpu, so that no GPU is brought up for solves that run on the host. Throws InvalidInput for
+  /// placement gpu.
+  explicit EigenLU(const SolverOptions& options) : options_(options) {
+    if (options.placement == Placement::gpu)
+      throw InvalidInput("EigenLU: placement gpu was requested, but the LU solves on the host");
+    options_.factorization = Factorization::lu;
+    options_.placement = Placement::cpu;
+  }
+
+  /// Same as EigenLU() followed by compute(A).
+  explicit EigenLU(const MatrixType& A) : EigenLU() { compute(A); }
+
+  /// The transposed system's view of a factorized solver (transpose()): solve(B) gives A^{-T} B.
+  class Transposed {
+   public:
+    /// X = A^{-T} B, refined against A^T; otherwise as EigenLU::solve().
+    template <typename Rhs>
+    Eigen::Matrix<double, Eigen::Dynamic, Rhs::ColsAtCompileTime> solve(const Eigen::MatrixBase<Rhs>& B) const {
+      return lu_.solve_system(B, Transpose::yes);
+    }
+
+   private:
+    friend class EigenLU;
+    explicit Transposed(const EigenLU& lu) : lu_(lu) {}
+    const EigenLU& lu_;
+  };
+
+  /// Analyzes A: the matching and scaling (from A's values), the fill-reducing ordering and the symbolic
+  /// factorization of the symmetrized pattern. Discards any earlier analysis and factorization. Sets info().
+  void analyzePattern(const MatrixType& A) {
+    solver_ = std::make_unique<Solver>(options_);
+    analyzed_ = factored_ = false;
+    a_transposed_.reset();
+    refinement_.reset();
+    status_.guard([&] {
+      solver_->analyze(eigen_detail::to_spade<Eigen::Lower | Eigen::Upper>(A, "EigenLU"));
+      analyzed_ = true;
+    });
+  }
+
+  /// Factorizes A, which must have the pattern given to analyzePattern() (values may change: calling
+  /// factorize() again refactorizes, reusing the analysis and the factor's memory). Sets info(); after a
+  /// failure the previous factorization is gone too. Throws InvalidInput if there is no successful analysis.
+  void factorize(const MatrixType& A) {
+    if (!analyzed_) throw InvalidInput("EigenLU::factorize: call analyzePattern() (or compute()) first, successfully");
+    factored_ = false;
+    a_transposed_.reset();
+    refinement_.reset();
+    status_.guard([&] {
+      const SparseMatrix S = eigen_detail::to_spade<Eigen::Lower | Eigen::Upper>(A, "EigenLU");
+      solver_->factorize(S);
+      a_transposed_ = S.transpose();
+      factored_ = true;
+    });
+  }
+
+  /// analyzePattern(A) then, if it succeeded, factorize(A).
+  EigenLU& compute(const MatrixType& A) {
+    analyzePattern(A);
+    if (status_.info() == Eigen::Success) factorize(A);
+    return *this;
+  }
+
+  /// X = A^{-1} B for a dense B with rows() rows and any number of columns (B is not modified), with
+  /// iterative refinement against A (options.refine); lastRefinement() holds its history. Returns a
+  /// column-major dense matrix with B's column count (a VectorXd for a VectorXd). A refinement that stops
+  /// above its tolerance is no error: lastRefinement() says so. Throws InvalidInput without a successful
+  /// factorization, for a row count other than rows(), or for a NaN/Inf in B.
+  template <typename Rhs>
+  Eigen::Matrix<double, Eigen::Dynamic, Rhs::ColsAtCompileTime> solve(const Eigen::MatrixBase<Rhs>& B) const {
+    return solve_system(B, Transpose::no);
+  }
+
+  /// The transposed system: transpose().solve(B) is A^{-T} B, as solve() otherwise. Valid while this solver
+  /// lives; it reads the factorization current when solve() is called.
+  Transposed transpose() const noexcept { return Transposed(*this); }
+
+  /// Eigen::Success, Eigen::InvalidInput or Eigen::NumericalIssue for the last analyzePattern(),
+  /// factorize() or compute() (Eigen::Success before any of them).
+  Eigen::ComputationInfo info() const noexcept { return status_.info(); }
+
+  /// The order n of the analyzed matrix (0 before a successful analyzePattern()).
+  Eigen::Index rows() const noexcept { return analyzed_ ? solver_->symbolic().n : 0; }
+  Eigen::Index cols() const noexcept { return rows(); }
+
+  /// The analysis of the symmetrized pattern shared by L and U^T (ordering, supernodes), or null before a
+  /// successful analyzePattern().
+  std::shared_ptr<const SymbolicFactor> symbolic() const noexcept {
+    return analyzed_ ? solver_->symbolic_ptr() : nullptr;
+  }
+
+  /// The LU factor of the last successful factorize() (its LuSymbolic holds the matching's permutation and
+  /// scaling), or null.
+  const LuFactor* numeric() const noexcept { return factored_ ? &solver_->lu_factor() : nullptr; }
+
+  /// The facade's report, empty before analyzePattern(): phase times ("matching", "order", "symbolic",
+  /// "numeric", "solve", "refine"), the threads, and perturbed_pivots, the tiny pivots the last
+  /// factorize() replaced.
+  const Report* report() const noexcept { return solver_ ? &solver_->report() : nullptr; }
+
+  /// The refinement of the last solve() or transpose().solve() since the last successful factorize():
+  /// steps[0] is the unrefined solution, solution.berr the componentwise backward error of the returned
+  /// one, converged whether it reached options.refine's tolerance, stop why it ended. Empty otherwise.
+  const std::optional<RefinementResult>& lastRefinement() const noexcept { return refinement_; }
+
+  /// The message of the error behind info(), empty after success.
+  const std::string& errorMessage() const noexcept { return status_.message(); }
+
+  /// The spade exception behind info() (rethrow it to read NumericalError::kind() and index(), or
+  /// StructurallySingular::side()), or null.
+  std::exception_ptr error() const noexcept { return status_.error(); }
+
+ private:
+  /// A X = B or A^T X = B with refinement, recording it in refinement_. The solver's state changes under a
+  /// const solve (its report, the refinement record), as for Eigen's solvers: one thread at a time.
+  template <typename Rhs>
+  Eigen::Matrix<double, Eigen::Dynamic, Rhs::ColsAtCompileTime> solve_system(const Eigen::MatrixBase<Rhs>& B,
+                                                                             Transpose trans) const {
+    const char* who = trans == Transpose::no ? "EigenLU::solve" : "EigenLU::transpose().solve";
+    if (!factored_) throw InvalidInput(std::string(who) + ": no successful factorization (see info())");
+    const index_t n = solver_->symbolic().n, ld = std::max<index_t>(1, n);
+    eigen_detail::check_rhs(B.rows(), B.cols(), n, who);
+    const Eigen::Matrix<double, Eigen::Dynamic, Rhs::ColsAtCompileTime> rhs = B;
+    Eigen::Matrix<double, Eigen::Dynamic, Rhs::ColsAtCompileTime> X(B.rows(), B.cols());
+    const index_t nrhs = static_cast<index_t>(B.cols());
+    refinement_.reset();
+    if (trans == Transpose::no) {
+      refinement_ = solver_->solve_refined(rhs.data(), ld, X.data(), ld, nrhs);
+    } else {
+      Solver& solver = *solver_;
+      const SolveFunction solve_transposed = [&solver](double* Y, index_t k, index_t ldy) {
+        solver.solve_transposed(Y, k, ldy);
+      };
+      refinement_ =
+          solve_refined(*a_transposed_, solve_transposed, rhs.data(), ld, X.data(), ld, nrhs, options_.refine);
+    }
+    return X;
+  }
+
+  SolverOptions options_;
+  std::unique_ptr<Solver> solver_;
+  std::optional<SparseMatrix> a_transposed_;  // A^T of the last successful factorize(), for the residuals of A^T X = B
+  bool analyzed_ = false;
+  bool factored_ = false;
+  mutable std::optional<RefinementResult> refinement_;
+  eigen_detail::Status status_;
+};
+
 }  // namespace spade
