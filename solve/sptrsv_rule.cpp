@@ -67,10 +67,15 @@ SptrsvAutoChoice sptrsv_auto_rule(const SptrsvShape& s, const SptrsvDeviceModel&
   const double levels = s.levels, entries = double(s.n) + double(s.off_diagonal_nnz);
   SptrsvAutoChoice c;
   const bool long_rows = s.max_nnz_per_row > kSptrsvLongRow;
-  c.levr_us = predict(d, levels, entries, long_rows ? d.split_level_us : d.level_launch_us, sms, d.sm_entries_per_us);
+  // levr pays split_level_us per level where most levels hold a split row, as on a factor; a few long rows
+  // among short ones (a circuit's ground node) leave its levels at level_launch_us.
+  const double mean_row = s.n > 0 ? double(s.off_diagonal_nnz) / s.n : 0;
+  const bool split_levels = long_rows && mean_row > kSptrsvSplitMeanRow;
+  c.levr_us =
+      predict(d, levels, entries, split_levels ? d.split_level_us : d.level_launch_us, sms, d.sm_entries_per_us);
   c.predicted.push_back({SptrsvAlgorithm::levr, c.levr_us});
 
-  if (s.max_nnz_per_row <= kSptrsvOneBlockLongestRow)
+  if (s.max_nnz_per_row <= kSptrsvOneBlockLongestRow && s.max_rows_per_level <= kSptrsvOneBlockWidestLevel)
     c.predicted.push_back(
         {SptrsvAlgorithm::level_block, predict(d, levels, entries, d.block_barrier_us, 1, d.block_entries_per_us)});
   if (d.compute_major >= 9)

@@ -341,6 +341,13 @@ TEST(SptrsvRule, Table) {
       {"255 levels of 191 rows, 14 per row (3D materials)", shape_of(48600, 14, 255, 400, 30),
        SptrsvAlgorithm::level_block, false},
       {"6,339 levels of 2 rows (a CFD Jacobian)", shape_of(15444, 6, 6339, 10, 40), SptrsvAlgorithm::level_block},
+      // Widest levels beyond kSptrsvOneBlockWidestLevel rows: levr, not one block.
+      {"35 levels, the widest of 1,242 rows (gemat12)", shape_of(4929, 3.8, 35, 1242, 43), SptrsvAlgorithm::levr},
+      {"50 levels, the widest of 2,127 rows (sherman3)", shape_of(5005, 1.5, 50, 2127, 3), SptrsvAlgorithm::levr},
+      {"65 levels, the widest of 938 rows (rajat01)", shape_of(6833, 2.7, 65, 938, 15), SptrsvAlgorithm::levr},
+      {"52 levels, the widest of 431 rows (add32)", shape_of(4960, 1.9, 52, 431, 8), SptrsvAlgorithm::level_block},
+      // A few rows of 1,309 entries among rows of 2: levr's levels cost a launch, not a split (adder_dcop_05).
+      {"14 levels, a mean row of 2, the longest 1,309", shape_of(1813, 2.05, 14, 805, 1309), SptrsvAlgorithm::levr},
   };
   for (const Case& c : cases) {
     const SptrsvAutoChoice got = sptrsv_auto_rule(c.shape, h100);
@@ -427,8 +434,10 @@ TEST(SptrsvRule, FusedTrialOnlyOnSkewedLevels) {
   const SptrsvAutoChoice skewed = sptrsv_auto_rule(shape_of(325729, 1.4, 275, 200000, 60), h100);
   EXPECT_EQ(skewed.one, SptrsvAlgorithm::levr);
   EXPECT_TRUE(skewed.try_fused);
+  // mdual_lap (the widest level 8.4 times the mean) and sherman3 (21 times): levr without a trial.
   for (const SptrsvShape& s : {shape_of(2097152, 3.0, 382, 8000, 3), shape_of(15606, 2.94, 1044, 60, 10),
-                               shape_of(13436, 4.1, 8, 3000, 30)}) {
+                               shape_of(13436, 4.1, 8, 3000, 30), shape_of(258569, 1.98, 44, 49428, 4),
+                               shape_of(5005, 1.5, 50, 2127, 3)}) {
     const SptrsvAutoChoice c = sptrsv_auto_rule(s, h100);
     EXPECT_FALSE(c.try_fused) << s.levels << " levels";
   }

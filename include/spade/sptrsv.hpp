@@ -61,8 +61,9 @@ enum class SptrsvAlgorithm {
               ///< levr's prediction. Where rows are longer than kSptrsvLongRow entries (Cholesky factors,
               ///< where the level statistics mispredicted by 2-3x in the evaluation log of 2026-11-25) the
               ///< analysis builds and times the rule's trial candidates (SptrsvAutoChoice::trials, within
-              ///< the budget of kSptrsvTrialBudget) and keeps the fastest for one right-hand side and, by
-              ///< the measured time times its 8-over-1 ratio, for several; the losers are freed.
+              ///< the budget of kSptrsvTrialBudget) and keeps the fastest for one right-hand side; for
+              ///< several it times that winner on a pass of 8 and keeps it unless its own level_block,
+              ///< timed, is faster; the losers are freed.
               ///< SptrsvPlan::algorithm(nrhs) tells which algorithm a solve runs
   levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017); rows of at
               ///< most 4 entries several to a warp where no row has more, rows of more than 64 entries split
@@ -210,7 +211,7 @@ struct SptrsvAutoChoice {
 /// and the smallest wins (the per-level costs are the hand-offs of Li 2017's level scheduling and of Hogg
 /// 2013's in-kernel synchronization; the throughput term is the work). level_block is never a candidate
 /// where a row has more than kSptrsvOneBlockLongestRow entries (a Cholesky factor's dense rows would go
-/// through one SM). Several right-hand sides: the same predictions times 1.1 (levr), 1.0 (level_block,
+/// through one SM) or a level more than kSptrsvOneBlockWidestLevel rows. Several right-hand sides: the same predictions times 1.1 (levr), 1.0 (level_block,
 /// a block per right-hand side side by side) and 1.2 (cluster), the 8-over-1 ratios of the v23 tables.
 /// cluster runs one right-hand side only where a 16th of the widest level takes one pass of its block.
 /// fused (YuenyeungSpTRSV) pays a hand-off per dependency instead of a level (fixed + L * handoff +
@@ -218,7 +219,8 @@ struct SptrsvAutoChoice {
 /// the level statistics do not tell: where levr wins above, the widest level holds more than
 /// kSptrsvSkewedLevels times the mean rows per level (many thin levels) and fused's best case beats levr's
 /// prediction, try_fused asks the analysis to time it.
-/// Rows longer than kSptrsvLongRow (levr splits them into pieces): levr's cost per level is split_level_us.
+/// Rows longer than kSptrsvLongRow (levr splits them into pieces) with a mean row above kSptrsvSplitMeanRow:
+/// levr's cost per level is split_level_us.
 /// There the level statistics mispredict the chunked kernels and do not tell fused_level, thread and fused
 /// apart (4elt_lap_L ran fastest with fused_level, 4elt_lap_Lt with thread, in the log of 2026-11-25), so
 /// with at least kSptrsvTrialLevels levels `trials` lists `one` (unless levr), fused_level, thread and
@@ -233,10 +235,21 @@ double sptrsv_several_over_one(SptrsvAlgorithm algorithm);
 
 /// The longest row (off-diagonal entries) that auto still gives to one thread block (level_block).
 constexpr index_t kSptrsvOneBlockLongestRow = 512;
-/// The widest level over the mean rows per level from which auto times fused.
-constexpr double kSptrsvSkewedLevels = 8.0;
+/// The widest level (rows) that auto still gives to one thread block (level_block). In the evaluation log
+/// of 2026-11-25 level_block ran 1.17-1.85 times behind levr on sherman3, rajat01 and gemat12 (widest levels
+/// of 938-2,127 rows, which its block's warps take in many passes) and ahead of it on add32 (431 rows).
+constexpr index_t kSptrsvOneBlockWidestLevel = 512;
+/// The widest level over the mean rows per level from which auto times fused. In the evaluation logs of
+/// 2026-11-25 fused ran more than 15% ahead of levr on one triangle with short rows, NotreDame_www (widest
+/// level 180 times the mean); on mdual_lap, gemat12, rajat01 and sherman3 (8 to 21 times) the trial cost
+/// analysis time and levr was within 5% of fused or ahead of it.
+constexpr double kSptrsvSkewedLevels = 32.0;
 /// The longest row (off-diagonal entries) above which auto times candidates in the analysis (levr's piece).
 constexpr index_t kSptrsvLongRow = 64;
+/// The mean row (off-diagonal entries) above which levr's cost per level is split_level_us where rows are
+/// longer than kSptrsvLongRow: the factors of the log of 2026-11-25 (means of 28 to 173 entries) paid
+/// 2.2-2.5 us per level, adder_dcop_05 (a mean of 2, rows up to 1,309) 1.3 us and NSR8K (5, up to 557) 1.6.
+constexpr double kSptrsvSplitMeanRow = 16.0;
 /// The fewest levels at which auto times candidates: with fewer, levr's launches cost little (c-62, 2
 /// levels of rows of 5,000 entries: levr 0.014 ms, fused 0.094, thread 1.73 in the log of 2026-11-25).
 constexpr index_t kSptrsvTrialLevels = 32;
