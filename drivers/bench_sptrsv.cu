@@ -179,10 +179,9 @@ double time_solve(const std::function<void()>& run) {
   return median(times);
 }
 
-/// Median host wall-clock time (ms) of `run` (which must synchronize), over `reps` runs. Analyses of the
-/// small matrices take 0.1-0.3 ms, of which a cudaMalloc of more than 1 MiB is 45-120 us: a median of 7
-/// rather than 3 keeps one slow allocation from setting the figure.
-constexpr int kAnalysisTimings = 7;
+/// Median host wall-clock time (ms) of `run` (which must synchronize), over `reps` runs (analysis_timings
+/// when negative: a median of 7 rather than 3 keeps one slow cudaMalloc in a short analysis from setting
+/// the figure).
 double time_host(const std::function<void()>& run, int reps = -1) {
   if (reps < 0) reps = analysis_timings;
   std::vector<double> times;

@@ -166,10 +166,10 @@ struct SptrsvDeviceModel {
   double level_launch_us = 1.05;     ///< levr: the next level's kernel of its replayed graph
   double block_barrier_us = 0.40;    ///< level_block: a barrier inside one thread block
   double cluster_barrier_us = 0.93;  ///< cluster: a cluster-wide barrier
-  double cluster_start_us = 15;      ///< cluster: its launch and first levels beyond fixed_us (bayer10, 8
-                                     ///< levels: 0.023 ms against levr's 0.013)
+  double cluster_start_us = 15;      ///< cluster: its launch and first levels beyond fixed_us (fitted to
+                                     ///< bayer10's 8 levels, docs/benchmarks/sptrsv.md)
   double handoff_us = 0.35;          ///< one value handed between SMs through device memory (bench_sptrsv's
-                                     ///< header line measures it: 0.31 us on the H100)
+                                     ///< header line measures it on the device at hand)
   double sm_entries_per_us = 760;    ///< entries (value, index, gathered x) one SM consumes per us in levr
   double block_entries_per_us = 1400;   ///< ... in level_block's one block, its levels staged in shared memory
   double cluster_entries_per_us = 2500; ///< ... in one block of a cluster, its solution values pushed to it
@@ -250,8 +250,8 @@ constexpr index_t kSptrsvLongRow = 64;
 /// longer than kSptrsvLongRow: the factors of the log of 2026-11-25 (means of 28 to 173 entries) paid
 /// 2.2-2.5 us per level, adder_dcop_05 (a mean of 2, rows up to 1,309) 1.3 us and NSR8K (5, up to 557) 1.6.
 constexpr double kSptrsvSplitMeanRow = 16.0;
-/// The fewest levels at which auto times candidates: with fewer, levr's launches cost little (c-62, 2
-/// levels of rows of 5,000 entries: levr 0.014 ms, fused 0.094, thread 1.73 in the log of 2026-11-25).
+/// The fewest levels at which auto times candidates: with fewer, levr's launches cost little and the
+/// chunked kernels lose on rows of thousands of entries (c-62 in the log of 2026-11-25).
 constexpr index_t kSptrsvTrialLevels = 32;
 /// The most candidates auto times.
 constexpr int kSptrsvMaxTrials = 3;
@@ -259,8 +259,8 @@ constexpr int kSptrsvMaxTrials = 3;
 /// right-hand side, CUDA events on the plan's stream) starts only while the trials so far took less than
 /// this times the analysis before them (host wall clock), so auto's analysis stays below about
 /// (1 + kSptrsvTrialBudget) times its own plus one trial. The reason: on every triangle with rows that
-/// long in the log of 2026-11-25, cuSPARSE's analysis took 2.7 to 31 times auto's (a single trial's
-/// build costs about one named analysis, 0.2-27 ms there, its solves 0.1-15 ms).
+/// long in the log of 2026-11-25, cuSPARSE's analysis took 2.7 to 31 times auto's, and a trial costs about
+/// one named analysis plus two solves.
 constexpr double kSptrsvTrialBudget = 2.0;
 
 /// The reusable analysis of one triangle for one algorithm: a move-only owner of device memory.
