@@ -19,7 +19,7 @@ endif()
 
 if(BUILD_TESTING)
 add_executable(test_eigen tests/test_eigen.cpp)
-target_link_libraries(test_eigen PRIVATE spade_solver Eigen3::Eigen GTest::gtest_main)
+target_link_libraries(test_eigen PRIVATE spade_solver Eigen3::Eigen GTest::gtest_main CUDA::cudart)
 target_compile_definitions(test_eigen PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
 target_compile_options(test_eigen PRIVATE ${SPADE_WARNINGS})
 gtest_discover_tests(test_eigen)

@@ -1,5 +1,6 @@
-// Shared by the GPU benchmark drivers: a device copy of a host vector, freed on destruction, and the
-// check of cuSPARSE's status codes (a failure becomes a spade::ResourceError naming the call).
+// Shared by the GPU benchmark drivers: a device copy of a host vector, freed on destruction, the check of
+// cuSPARSE's status codes (a failure becomes a spade::ResourceError naming the call), the device's copy
+// bandwidth, and CUDA-event timing.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,7 +9,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <functional>
 #include <vector>
+
+#include "bench_host.hpp"
 
 #include "../kernels/cuda_check.hpp"
 #include "spade/error.hpp"
@@ -40,5 +44,48 @@ struct DeviceVector {
     return h;
   }
 };
+
+/// Copy bandwidth in bytes/s (read plus written) of a 1 GiB device-to-device copy, median of 10.
+inline double copy_bandwidth() {
+  const std::size_t bytes = std::size_t(1) << 30;
+  DeviceVector<char> a(bytes), b(bytes);
+  SPADE_CUDA_CHECK(cudaMemset(a.p, 1, bytes));
+  cudaEvent_t e0, e1;
+  SPADE_CUDA_CHECK(cudaEventCreate(&e0));
+  SPADE_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int r = 0; r < 12; ++r) {
+    SPADE_CUDA_CHECK(cudaEventRecord(e0));
+    SPADE_CUDA_CHECK(cudaMemcpy(b.p, a.p, bytes, cudaMemcpyDeviceToDevice));
+    SPADE_CUDA_CHECK(cudaEventRecord(e1));
+    SPADE_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (r >= 2) t.push_back(ms * 1e-3);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return 2.0 * bytes / median(t);
+}
+
+/// Events around `run` on the legacy stream, median over `reps` after `warm` warm-ups, seconds.
+inline double event_median(const std::function<void()>& run, int warm, int reps) {
+  cudaEvent_t e0, e1;
+  SPADE_CUDA_CHECK(cudaEventCreate(&e0));
+  SPADE_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int r = 0; r < warm + reps; ++r) {
+    SPADE_CUDA_CHECK(cudaEventRecord(e0));
+    run();
+    SPADE_CUDA_CHECK(cudaEventRecord(e1));
+    SPADE_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (r >= warm) t.push_back(ms * 1e-3);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return median(t);
+}
 
 }  // namespace spade::bench

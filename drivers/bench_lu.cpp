@@ -37,6 +37,7 @@
 #include "../core/blas.hpp"
 #include "bench_host.hpp"
 #include "bench_json.hpp"
+#include "bench_lu_problems.hpp"
 #include "lu_reference.hpp"
 #include "spade/generators.hpp"
 #include "spade/lu.hpp"
@@ -46,45 +47,14 @@
 
 namespace {
 
+using spade::bench::Problem;
 using spade::bench::cpu_name;
 using spade::bench::median;
 using spade::bench::seconds;
 using spade::testing::LuReference;
 
-/// Every square, real-valued unsymmetric or symmetric indefinite matrix of ../shared/matrices (its
-/// README.md) with more than 50,000 nonzeros in the full matrix: basker_matrix1 (unsymmetric, 288,510),
-/// bayer10 (unsymmetric, 94,926), c-62 (symmetric indefinite, 559,343), ex14 (numerically symmetric with zero
-/// diagonal entries, stored general, 66,775).
-const char* const kDefaultMatrices[] = {"basker_matrix1", "bayer10", "c-62", "ex14"};
-
-/// The generated operators of the default set: the 2D 1024^2 and 3D 64^3 upwind convection-diffusion.
-const char* const kDefaultGenerated[] = {"cd2d_1024", "cd3d_64"};
-
-/// Wind of the generated operators, in grid units (convection_diffusion_2d/3d): a cell Peclet number of 1
-/// along x, smaller along the other axes.
-constexpr double kWindX = 1.0, kWindY = 0.5, kWindZ = 0.25;
-
 /// KLU's assumed rate for the skip rule (see the file's comment), flop/s.
 constexpr double kKluSkipRate = 1e9;
-
-struct Problem {
-  std::string name;
-  bool generated = false;
-  std::function<spade::SparseMatrix()> make;
-};
-
-/// A problem by name: cdNd_M is the generated N-dimensional operator on an M^N grid (N = 2 or 3); any other
-/// name is the file NAME.mtx.gz of the matrix folder (tests/test_matrices.hpp: SPADE_MATRICES, else the
-/// shared/matrices folder beside the source tree).
-Problem problem_named(const std::string& name) {
-  int size = 0;
-  char tail = 0;
-  if (std::sscanf(name.c_str(), "cd2d_%d%c", &size, &tail) == 1 && size > 0)
-    return {name, true, [size] { return spade::convection_diffusion_2d(size, size, kWindX, kWindY); }};
-  if (std::sscanf(name.c_str(), "cd3d_%d%c", &size, &tail) == 1 && size > 0)
-    return {name, true, [size] { return spade::convection_diffusion_3d(size, size, size, kWindX, kWindY, kWindZ); }};
-  return {name, false, [name] { return spade::read_matrix_market(spade::testing::matrix_path(name + ".mtx.gz")); }};
-}
 
 /// One solver's figures on one matrix: the medians of the runs made, or why there are none.
 struct Run {
@@ -227,8 +197,8 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "also write the figures as JSON to this file (drivers/bench_json.hpp)");
   CLI11_PARSE(app, argc, argv);
   if (names.empty()) {
-    names.assign(std::begin(kDefaultMatrices), std::end(kDefaultMatrices));
-    names.insert(names.end(), std::begin(kDefaultGenerated), std::end(kDefaultGenerated));
+    names.assign(std::begin(spade::bench::kLuMatrices), std::end(spade::bench::kLuMatrices));
+    names.insert(names.end(), std::begin(spade::bench::kLuGenerated), std::end(spade::bench::kLuGenerated));
   }
 
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
@@ -244,7 +214,7 @@ int main(int argc, char** argv) {
               "berr KLU |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& name : names) {
-    const Problem p = problem_named(name);
+    const Problem p = spade::bench::problem_named(name);
     if (p.generated && no_generated) continue;
     spade::SparseMatrix A;
     try {

@@ -57,29 +57,8 @@ double wall(const std::function<void()>& f) {
 }
 
 using spade::bench::DeviceVector;
-
-/// Copy bandwidth in bytes/s (read plus written) of a 1 GiB device-to-device copy, median of 10.
-double copy_bandwidth() {
-  const std::size_t bytes = std::size_t(1) << 30;
-  DeviceVector<char> a(bytes), b(bytes);
-  SPADE_CUDA_CHECK(cudaMemset(a.p, 1, bytes));
-  cudaEvent_t e0, e1;
-  SPADE_CUDA_CHECK(cudaEventCreate(&e0));
-  SPADE_CUDA_CHECK(cudaEventCreate(&e1));
-  std::vector<double> t;
-  for (int r = 0; r < 12; ++r) {
-    SPADE_CUDA_CHECK(cudaEventRecord(e0));
-    SPADE_CUDA_CHECK(cudaMemcpy(b.p, a.p, bytes, cudaMemcpyDeviceToDevice));
-    SPADE_CUDA_CHECK(cudaEventRecord(e1));
-    SPADE_CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    if (r >= 2) t.push_back(ms * 1e-3);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return 2.0 * bytes / median(t);
-}
+using spade::bench::copy_bandwidth;
+using spade::bench::event_median;
 
 /// spade's L (the host factor, not inverted) in CSR: row i's entries by increasing column, 32-bit indices.
 struct Csr {
@@ -115,26 +94,6 @@ Csr factor_to_csr(const spade::NumericFactor& F) {
       }
   }
   return L;
-}
-
-/// Events around `run` on the legacy stream, median over `reps` after `warm` warm-ups, seconds.
-double event_median(const std::function<void()>& run, int warm, int reps) {
-  cudaEvent_t e0, e1;
-  SPADE_CUDA_CHECK(cudaEventCreate(&e0));
-  SPADE_CUDA_CHECK(cudaEventCreate(&e1));
-  std::vector<double> t;
-  for (int r = 0; r < warm + reps; ++r) {
-    SPADE_CUDA_CHECK(cudaEventRecord(e0));
-    run();
-    SPADE_CUDA_CHECK(cudaEventRecord(e1));
-    SPADE_CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    if (r >= warm) t.push_back(ms * 1e-3);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return median(t);
 }
 
 struct CusparseTimes {

@@ -498,7 +498,7 @@ void add_solve_options(CLI::App* command, Options& o) {
       ->check(CLI::Range(1, 4096));
   command->add_option("--factorization", o.factorization,
                       "auto (Cholesky for symmetric input, the LU when it is not positive definite, saying so; the "
-                      "LU for unsymmetric input), cholesky, or lu (static pivoting; its solves run on the host)")
+                      "LU for unsymmetric input), cholesky, or lu (static pivoting)")
       ->capture_default_str();
   command->add_option("--device", o.device,
                       "where the solves run: auto (the GPU when one is usable and the factor fits, else the host), "

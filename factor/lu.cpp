@@ -231,6 +231,7 @@ LuFactor::LuFactor(std::shared_ptr<const LuSymbolic> symbolic, const SparseMatri
 
 void LuFactor::refactorize(const SparseMatrix& A) {
   valid_ = false;
+  ++generation_;
   try {
     factor_all(A);
   } catch (const std::bad_alloc&) {

@@ -17,6 +17,8 @@
 // gathers or scatters all K values of a row.
 #include <cuda/atomic>
 
+#include <algorithm>
+
 #include "kernels/cuda_check.hpp"
 #include "kernels/dense_trsv.cuh"
 #include "kernels/supernodal_kernels.hpp"
@@ -643,6 +645,51 @@ __global__ void __launch_bounds__(kInvertWarps * 32)
     for (int c = 0; c < k; ++c) panel[lane + static_cast<long long>(c) * m] = V[lane * dense::kTileLd + c];
 }
 
+// ---- the panels of an LU factor ----
+
+constexpr int kLuPanelThreads = 128;
+
+/// One block per supernode (a grid-stride loop over first .. last).
+__global__ void __launch_bounds__(kLuPanelThreads)
+    lu_expand_u_kernel(int first, int last, const int* supernode_begin, const long long* row_ptr,
+                       const long long* panel_offset, const long long* u_offset, const double* packed,
+                       double* u_values) {
+  for (int s = first + blockIdx.x; s <= last; s += gridDim.x) {
+    const int k = supernode_begin[s + 1] - supernode_begin[s];
+    const long long m = row_ptr[s + 1] - row_ptr[s], below = m - k;
+    const double* from = packed + u_offset[s];
+    double* to = u_values + panel_offset[s] + k;
+    for (long long e = threadIdx.x; e < below * k; e += blockDim.x) {
+      const long long c = e / below, r = e - c * below;
+      to[r + c * m] = from[e];
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kLuPanelThreads)
+    lu_diagonal_blocks_kernel(int first, int last, const int* supernode_begin, const long long* row_ptr,
+                              const long long* panel_offset, double* l_values, double* u_values) {
+  for (int s = first + blockIdx.x; s <= last; s += gridDim.x) {
+    const int k = supernode_begin[s + 1] - supernode_begin[s];
+    const long long m = row_ptr[s + 1] - row_ptr[s];
+    double* l = l_values + panel_offset[s];
+    double* u = u_values + panel_offset[s];
+    const int entries = k * k;
+    for (int e = threadIdx.x; e < entries; e += blockDim.x) {
+      const int j = e / k, i = e - j * k;
+      u[i + j * m] = i >= j ? l[j + i * m] : 0.0;  // U11^T(i, j) = U11(j, i)
+    }
+    __syncthreads();  // every U11 entry is read before L11's block is overwritten
+    for (int e = threadIdx.x; e < entries; e += blockDim.x) {
+      const int j = e / k, i = e - j * k;
+      if (i <= j) l[i + j * m] = i == j ? 1.0 : 0.0;
+    }
+    __syncthreads();  // the next supernode of this block starts after
+  }
+}
+
+int lu_panel_grid(int first, int last) { return std::max(1, std::min(last - first + 1, 1 << 16)); }
+
 template <int K>
 void forward_for(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p, int grid,
                  cudaStream_t stream) {
@@ -673,6 +720,23 @@ int blocks_for(bool forward) {
 }
 
 }  // namespace
+
+void launch_lu_expand_u(int first, int last, const int* supernode_begin, const long long* row_ptr,
+                        const long long* panel_offset, const long long* u_offset, const double* packed,
+                        double* u_values, cudaStream_t stream) {
+  if (first > last) return;
+  lu_expand_u_kernel<<<lu_panel_grid(first, last), kLuPanelThreads, 0, stream>>>(
+      first, last, supernode_begin, row_ptr, panel_offset, u_offset, packed, u_values);
+  SPADE_CUDA_CHECK_LAUNCH();
+}
+
+void launch_lu_diagonal_blocks(int first, int last, const int* supernode_begin, const long long* row_ptr,
+                               const long long* panel_offset, double* l_values, double* u_values, cudaStream_t stream) {
+  if (first > last) return;
+  lu_diagonal_blocks_kernel<<<lu_panel_grid(first, last), kLuPanelThreads, 0, stream>>>(
+      first, last, supernode_begin, row_ptr, panel_offset, l_values, u_values);
+  SPADE_CUDA_CHECK_LAUNCH();
+}
 
 std::size_t supernodal_shared_bytes(int K) {
   std::size_t per_warp = 0;

@@ -103,6 +103,35 @@ int width_for(index_t remaining, int max_width) {
 
 int width_slot(int width) { return width == 1 ? 0 : width == 2 ? 1 : width == 4 ? 2 : 3; }
 
+/// out(i, j) = scale[i] in(i, j) for the n x cols blocks in and out (column-major, leading dimensions ldin
+/// and ldout; out may be in). The LU's row and column scalings around a pass.
+__global__ void scale_rows_kernel(const double* in, long long ldin, const double* scale, double* out, long long ldout,
+                                  long long n, int cols) {
+  const long long count = n * cols;
+  for (long long e = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; e < count;
+       e += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const long long j = e / n, i = e - j * n;
+    out[i + j * ldout] = scale[i] * in[i + j * ldin];
+  }
+}
+
+void scale_rows(const double* in, long long ldin, const double* scale, double* out, long long ldout, long long n, int cols,
+                cudaStream_t stream) {
+  const int threads = 256;
+  const long long blocks = std::min<long long>((n * cols + threads - 1) / threads, 4096);
+  if (blocks == 0) return;
+  scale_rows_kernel<<<static_cast<int>(blocks), threads, 0, stream>>>(in, ldin, scale, out, ldout, n, cols);
+  SPADE_CUDA_CHECK_LAUNCH();
+}
+
+/// The offsets of LuFactor's packed U panels (lu.hpp: (m - k) k entries per supernode, in order).
+std::vector<long long> packed_u_offsets(const SymbolicFactor& S) {
+  std::vector<long long> offset(static_cast<std::size_t>(S.num_supernodes) + 1, 0);
+  for (index_t s = 0; s < S.num_supernodes; ++s)
+    offset[s + 1] = offset[s] + static_cast<long long>(S.supernode_rows(s) - S.supernode_cols(s)) * S.supernode_cols(s);
+  return offset;
+}
+
 }  // namespace
 
 // ---- GpuSolvePlan ----
@@ -113,6 +142,12 @@ struct GpuSolvePlan::Device {
   DeviceArray<long long> row_ptr, panel_offset;
   DeviceArray<kernels::SupernodalTask> tasks, backward_tasks;
   DeviceArray<double> acc, y, x;
+  // An LU plan's: M^U, M^L's row indices (positions), perm_r[p] = A's row of position p, the packed U
+  // panels' offsets, Dr and Dc, a pass's scaled right-hand sides; and the host copies the uploads read.
+  DeviceArray<double> values_u, row_scale, col_scale, scaled;
+  DeviceArray<int> row_indices_l, perm_r;
+  DeviceArray<long long> u_offset;
+  std::vector<int> host_rows_l, host_perm_r;
   DeviceArray<int> counters;                   // ready (ns), done (ns), tickets (2)
   DeviceArray<kernels::DeviceStatus> status;   // [0] solves, [1] inversions
   DeviceArray<char> trtri_work;
@@ -132,7 +167,7 @@ struct GpuSolvePlan::Device {
 };
 
 GpuSolveMemory GpuSolvePlan::memory_estimate(const SymbolicFactor& S, const SupernodalSchedule& schedule,
-                                             int max_width) {
+                                             int max_width, bool lu) {
   GpuSolveMemory m;
   const std::size_t ns = static_cast<std::size_t>(S.num_supernodes), n = static_cast<std::size_t>(S.n);
   m.factor = static_cast<std::size_t>(S.panel_offset.back()) * sizeof(double);
@@ -141,16 +176,31 @@ GpuSolveMemory GpuSolvePlan::memory_estimate(const SymbolicFactor& S, const Supe
               (schedule.small_inverse.size() + schedule.large_inverse.size()) * sizeof(int) +
               (2 * ns + 2) * sizeof(int);
   m.workspace = 3 * n * static_cast<std::size_t>(max_width) * sizeof(double);
+  if (lu) {
+    m.factor *= 2;
+    m.pattern += static_cast<std::size_t>(S.row_ptr.back()) * sizeof(int) + n * sizeof(int) + (ns + 1) * sizeof(long long) +
+                 schedule.large_inverse.size() * sizeof(int);
+    m.workspace += (static_cast<std::size_t>(max_width) + 2) * n * sizeof(double);
+  }
   return m;
 }
 
 GpuSolvePlan::GpuSolvePlan(std::shared_ptr<const SymbolicFactor> symbolic, SupernodalSchedule schedule, int max_width)
-    : symbolic_(std::move(symbolic)), schedule_(std::move(schedule)), max_width_(max_width) {
+    : GpuSolvePlan(std::move(symbolic), nullptr, std::move(schedule), max_width) {}
+
+GpuSolvePlan::GpuSolvePlan(std::shared_ptr<const LuSymbolic> lu, SupernodalSchedule schedule, int max_width)
+    : GpuSolvePlan(lu ? lu->structure : nullptr, lu, std::move(schedule), max_width) {
+  if (!lu_) throw InvalidInput("GpuSolvePlan: no LU analysis");
+}
+
+GpuSolvePlan::GpuSolvePlan(std::shared_ptr<const SymbolicFactor> symbolic, std::shared_ptr<const LuSymbolic> lu,
+                           SupernodalSchedule schedule, int max_width)
+    : symbolic_(std::move(symbolic)), lu_(std::move(lu)), schedule_(std::move(schedule)), max_width_(max_width) {
   if (!symbolic_) throw InvalidInput("GpuSolvePlan: no symbolic factor");
   if (max_width != 1 && max_width != 2 && max_width != 4 && max_width != 8)
     throw InvalidInput("GpuSolvePlan: max_width must be 1, 2, 4 or 8, got " + std::to_string(max_width));
   const SymbolicFactor& S = *symbolic_;
-  memory_ = memory_estimate(S, schedule_, max_width_);
+  memory_ = memory_estimate(S, schedule_, max_width_, lu_ != nullptr);
   SPADE_CUDA_CHECK(cudaStreamCreateWithFlags(&upload_stream_, cudaStreamNonBlocking));
   // The solve stream is a blocking one: it waits for the legacy default stream, so a caller's device data
   // written there is ready when a solve starts.
@@ -167,7 +217,7 @@ GpuSolvePlan::GpuSolvePlan(std::shared_ptr<const SymbolicFactor> symbolic, Super
   d.need = DeviceArray<int>(schedule_.need, st);
   d.perm = DeviceArray<int>(S.perm, st);
   d.small_list = DeviceArray<int>(schedule_.small_inverse, st);
-  d.large_info = DeviceArray<int>(schedule_.large_inverse.size(), st);
+  d.large_info = DeviceArray<int>(schedule_.large_inverse.size() * (lu_ ? 2 : 1), st);
   d.row_ptr = DeviceArray<long long>(converted<long long>(S.row_ptr), st);
   d.panel_offset = DeviceArray<long long>(converted<long long>(S.panel_offset), st);
   auto device_tasks = [&](const std::vector<SolveTask>& list) {
@@ -186,6 +236,15 @@ GpuSolvePlan::GpuSolvePlan(std::shared_ptr<const SymbolicFactor> symbolic, Super
   for (const DeviceArray<double>* a : {&d.acc, &d.y, &d.x}) a->zero(st);
   d.counters.zero(st);
   d.status.zero(st);
+  if (lu_) {
+    d.values_u = DeviceArray<double>(static_cast<std::size_t>(S.panel_offset.back()), st);
+    d.row_indices_l = DeviceArray<int>(S.row_indices.size(), st);
+    d.perm_r = DeviceArray<int>(n, st);
+    d.u_offset = DeviceArray<long long>(packed_u_offsets(S), st);
+    d.row_scale = DeviceArray<double>(lu_->row_scale, st);
+    d.col_scale = DeviceArray<double>(lu_->col_scale, st);
+    d.scaled = DeviceArray<double>(vector, st);
+  }
 
   cublas_check(cublasCreate(&d.cublas), "cublasCreate");
   cublas_check(cublasSetStream(d.cublas, st), "cublasSetStream");
@@ -254,7 +313,7 @@ void GpuSolvePlan::warm_up_inversion() {
     SPADE_CUDA_CHECK(cudaMemsetAsync(panel, 0, static_cast<std::size_t>(k) * m * sizeof(double), upload_stream_));
     SPADE_CUDA_CHECK(cudaMemcpy2DAsync(panel, (static_cast<std::size_t>(m) + 1) * sizeof(double), ones.get(), sizeof(double),
                                        sizeof(double), static_cast<std::size_t>(k), cudaMemcpyHostToDevice, upload_stream_));
-    invert_large(s, d.large_info.get());
+    invert_large(s, d.values.get(), d.large_info.get());
   }
   SPADE_CUDA_CHECK(cudaStreamSynchronize(upload_stream_));  // `ones` is read by the copies
 }
@@ -279,14 +338,68 @@ void GpuSolvePlan::upload(const double* values, index_t first, index_t last) {
                                d.supernode_begin.get(), d.row_ptr.get(), d.panel_offset.get(), d.values.get(),
                                d.status.get() + 1, upload_stream_);
   const auto large = range(schedule_.large_inverse);
-  for (auto i = large.first; i < large.second; ++i) invert_large(schedule_.large_inverse[i], d.large_info.get() + i);
+  for (auto i = large.first; i < large.second; ++i)
+    invert_large(schedule_.large_inverse[i], d.values.get(), d.large_info.get() + i);
 }
 
-void GpuSolvePlan::invert_large(index_t s, int* info) {
+void GpuSolvePlan::invert_all(double* values, int* info) {
+  Device& d = *device_;
+  kernels::launch_invert_small(d.small_list.get(), static_cast<int>(schedule_.small_inverse.size()),
+                               d.supernode_begin.get(), d.row_ptr.get(), d.panel_offset.get(), values,
+                               d.status.get() + 1, upload_stream_);
+  for (std::size_t i = 0; i < schedule_.large_inverse.size(); ++i) invert_large(schedule_.large_inverse[i], values, info + i);
+}
+
+void GpuSolvePlan::upload_lu(const LuFactor& F) {
+  if (!lu_) throw InvalidInput("GpuSolvePlan::upload_lu: this plan is of a Cholesky factor");
+  if (F.symbolic_ptr() != lu_) throw InvalidInput("GpuSolvePlan::upload_lu: the factor is of another analysis");
+  if (!F.valid()) throw InvalidInput("GpuSolvePlan::upload_lu: the factor's last factorization failed");
+  const SymbolicFactor& S = *symbolic_;
+  const LuSymbolic& L = *lu_;
+  Device& d = *device_;
+  const cudaStream_t st = upload_stream_;
+  generation_ = 0;
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(st));  // the host copies of an earlier upload are read no more
+  // q (order) and pos = q^{-1} of every supernode's interchanges, applied in the factorization's order.
+  const index_t n = S.n;
+  std::vector<index_t> order(static_cast<std::size_t>(n)), pos(static_cast<std::size_t>(n));
+  for (index_t s = 0; s < S.num_supernodes; ++s) {
+    const index_t f = S.supernode_begin[s], k = S.supernode_cols(s);
+    const index_t* piv = F.pivots(s);
+    for (index_t c = 0; c < k; ++c) order[f + c] = f + c;
+    for (index_t c = 0; c < k; ++c) std::swap(order[f + c], order[piv[c]]);
+  }
+  for (index_t p = 0; p < n; ++p) pos[order[p]] = p;
+  d.host_perm_r.resize(static_cast<std::size_t>(n));
+  for (index_t p = 0; p < n; ++p) d.host_perm_r[p] = L.row_perm[S.perm[order[p]]];
+  d.host_rows_l.assign(S.row_indices.begin(), S.row_indices.end());
+  for (index_t s = 0; s < S.num_supernodes; ++s)
+    for (offset_t p = S.row_ptr[s] + S.supernode_cols(s); p < S.row_ptr[s + 1]; ++p) d.host_rows_l[p] = pos[S.row_indices[p]];
+  SPADE_CUDA_CHECK(cudaMemcpyAsync(d.perm_r.get(), d.host_perm_r.data(), d.host_perm_r.size() * sizeof(int),
+                                   cudaMemcpyHostToDevice, st));
+  SPADE_CUDA_CHECK(cudaMemcpyAsync(d.row_indices_l.get(), d.host_rows_l.data(), d.host_rows_l.size() * sizeof(int),
+                                   cudaMemcpyHostToDevice, st));
+  // The packed U panels pass through M^L's memory (they are smaller) before the L panels arrive there.
+  const int last = static_cast<int>(S.num_supernodes) - 1;
+  if (!F.u_values().empty())
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(d.values.get(), F.u_values().data(), F.u_values().size() * sizeof(double),
+                                     cudaMemcpyHostToDevice, st));
+  kernels::launch_lu_expand_u(0, last, d.supernode_begin.get(), d.row_ptr.get(), d.panel_offset.get(), d.u_offset.get(),
+                              d.values.get(), d.values_u.get(), st);
+  if (!F.l_values().empty())
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(d.values.get(), F.l_values().data(), F.l_values().size() * sizeof(double),
+                                     cudaMemcpyHostToDevice, st));
+  kernels::launch_lu_diagonal_blocks(0, last, d.supernode_begin.get(), d.row_ptr.get(), d.panel_offset.get(),
+                                     d.values.get(), d.values_u.get(), st);
+  invert_all(d.values.get(), d.large_info.get());
+  invert_all(d.values_u.get(), d.large_info.get() + schedule_.large_inverse.size());
+}
+
+void GpuSolvePlan::invert_large(index_t s, double* values, int* info) {
   const SymbolicFactor& S = *symbolic_;
   Device& d = *device_;
   const int k = S.supernode_cols(s), m = S.supernode_rows(s);
-  double* panel = d.values.get() + S.panel_offset[s];
+  double* panel = values + S.panel_offset[s];
   const double one = 1.0;
   // W = L21 L11^{-1} first (it needs L11), then V = L11^{-1} in place; the zeros above L11's diagonal stay.
   if (m > k)
@@ -301,7 +414,7 @@ void GpuSolvePlan::invert_large(index_t s, int* info) {
 void GpuSolvePlan::finish_values(std::uint64_t generation) {
   const SymbolicFactor& S = *symbolic_;
   Device& d = *device_;
-  std::vector<int> info(schedule_.large_inverse.size());
+  std::vector<int> info(d.large_info.size());
   if (!info.empty())
     SPADE_CUDA_CHECK(cudaMemcpyAsync(info.data(), d.large_info.get(), info.size() * sizeof(int), cudaMemcpyDeviceToHost,
                                      upload_stream_));
@@ -312,7 +425,8 @@ void GpuSolvePlan::finish_values(std::uint64_t generation) {
   index_t zero_pivot = -1;
   if (st.code == kernels::kStatusZeroPivot) zero_pivot = st.index;
   for (std::size_t i = 0; i < info.size() && zero_pivot < 0; ++i)
-    if (info[i] > 0) zero_pivot = S.supernode_begin[schedule_.large_inverse[i]] + info[i] - 1;
+    if (info[i] > 0)
+      zero_pivot = S.supernode_begin[schedule_.large_inverse[i % schedule_.large_inverse.size()]] + info[i] - 1;
   if (st.code != kernels::kStatusOk || zero_pivot >= 0) {
     d.status.zero(upload_stream_);
     SPADE_CUDA_CHECK(cudaStreamSynchronize(upload_stream_));
@@ -324,9 +438,11 @@ void GpuSolvePlan::finish_values(std::uint64_t generation) {
   generation_ = generation;
 }
 
-void GpuSolvePlan::copy_values_to_host(double* host) const {
+void GpuSolvePlan::copy_values_to_host(double* host, bool upper) const {
+  if (upper && !lu_) throw InvalidInput("GpuSolvePlan::copy_values_to_host: a Cholesky plan has no U panels");
+  const DeviceArray<double>& values = upper ? device_->values_u : device_->values;
   SPADE_CUDA_CHECK(cudaStreamSynchronize(upload_stream_));
-  SPADE_CUDA_CHECK(cudaMemcpy(host, device_->values.get(), device_->values.size() * sizeof(double), cudaMemcpyDeviceToHost));
+  SPADE_CUDA_CHECK(cudaMemcpy(host, values.get(), values.size() * sizeof(double), cudaMemcpyDeviceToHost));
 }
 
 void GpuSolvePlan::reset_workspace() {
@@ -361,7 +477,8 @@ std::vector<unsigned long long> GpuSolvePlan::trace() const {
   return out;
 }
 
-void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs, std::uint64_t generation) {
+void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs, std::uint64_t generation,
+                         Transpose trans) {
   const SymbolicFactor& S = *symbolic_;
   const index_t n = S.n;
   if (generation_ == 0 || generation != generation_)
@@ -380,6 +497,20 @@ void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, i
                                d.row_ptr.get(),     d.panel_offset.get(),             d.parent.get(),
                                d.units.get(),       d.need.get(),                     d.row_indices.get(),
                                d.perm.get(),        d.values.get()};
+  // An LU's sweeps: one panel set each, L's with its rows in positions and q folded into its permutation.
+  kernels::SupernodalView forward_view = view, backward_view = view;
+  const double *scale_in = nullptr, *scale_out = nullptr;
+  if (lu_) {
+    kernels::SupernodalView lower = view, upper = view;
+    lower.row_indices = d.row_indices_l.get();
+    lower.perm = d.perm_r.get();
+    upper.values = d.values_u.get();
+    const bool plain = trans == Transpose::no;
+    forward_view = plain ? lower : upper;
+    backward_view = plain ? upper : lower;
+    scale_in = plain ? d.row_scale.get() : d.col_scale.get();
+    scale_out = plain ? d.col_scale.get() : d.row_scale.get();
+  }
   kernels::SupernodalWorkspace ws{d.acc.get(),          d.y.get(), d.x.get(), d.counters.get(), d.counters.get() + ns,
                                   d.counters.get() + 2 * ns, d.status.get()};
   const int passes = static_cast<int>((nrhs + max_width_ - 1) / max_width_) + 1;
@@ -394,15 +525,21 @@ void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, i
       d.y.zero(solve_stream_);  // y's zeros follow the pass width (kernels/supernodal_kernels.hpp)
       last_width_ = width;
     }
-    const kernels::SupernodalPass pass{B + static_cast<offset_t>(col) * ldb, ldb, X + static_cast<offset_t>(col) * ldx,
-                                       ldx, static_cast<int>(std::min<index_t>(width, nrhs - col)),
-                                       d.trace.size() > 0 ? d.trace.get() : nullptr};
+    const int columns = static_cast<int>(std::min<index_t>(width, nrhs - col));
+    kernels::SupernodalPass pass{B + static_cast<offset_t>(col) * ldb, ldb, X + static_cast<offset_t>(col) * ldx,
+                                 ldx, columns, d.trace.size() > 0 ? d.trace.get() : nullptr};
     const int grid = grid_[width_slot(width)];
     cudaEvent_t* e = d.events.data() + 3 * passes_;
     SPADE_CUDA_CHECK(cudaEventRecord(e[0], solve_stream_));
-    kernels::launch_supernodal_forward(width, view, ws, pass, grid, solve_stream_);
+    if (lu_) {  // the pass reads its scaled right-hand sides (X may be B)
+      scale_rows(pass.b, pass.ldb, scale_in, d.scaled.get(), n, n, columns, solve_stream_);
+      pass.b = d.scaled.get();
+      pass.ldb = n;
+    }
+    kernels::launch_supernodal_forward(width, forward_view, ws, pass, grid, solve_stream_);
     SPADE_CUDA_CHECK(cudaEventRecord(e[1], solve_stream_));
-    kernels::launch_supernodal_backward(width, view, ws, pass, grid, solve_stream_);
+    kernels::launch_supernodal_backward(width, backward_view, ws, pass, grid, solve_stream_);
+    if (lu_) scale_rows(pass.x_out, pass.ldx, scale_out, pass.x_out, pass.ldx, n, columns, solve_stream_);
     SPADE_CUDA_CHECK(cudaEventRecord(e[2], solve_stream_));
     col += width;
   }
@@ -482,14 +619,17 @@ struct GpuResidual::Device {
 
 GpuResidual::GpuResidual(const SparseMatrix& A, cudaStream_t stream) : stream_(stream) {
   if (!A.is_square()) throw InvalidInput("GpuResidual: A must be square");
+  transposed_ = !A.is_symmetric();
+  const SparseMatrix At = transposed_ ? A.transpose() : SparseMatrix();
+  const SparseMatrix& csr = transposed_ ? At : A;  // its CSC arrays are A's CSR arrays
   if (A.nnz() > std::numeric_limits<int>::max())
     throw ResourceError("GPU refinement: nnz(A) = " + std::to_string(A.nnz()) + " does not fit 32-bit indices");
   n_ = A.rows();
   nnz_ = A.nnz();
   device_ = std::make_unique<Device>();
   Device& d = *device_;
-  d.row_ptr = DeviceArray<int>(converted<int>(A.col_ptr()), stream);
-  d.col_ind = DeviceArray<int>(A.row_ind(), stream);
+  d.row_ptr = DeviceArray<int>(converted<int>(csr.col_ptr()), stream);
+  d.col_ind = DeviceArray<int>(csr.row_ind(), stream);
   d.values = DeviceArray<double>(static_cast<std::size_t>(nnz_), stream);
   d.abs_values = DeviceArray<double>(static_cast<std::size_t>(nnz_), stream);
   d.result = DeviceArray<unsigned long long>(2, stream);
@@ -497,7 +637,6 @@ GpuResidual::GpuResidual(const SparseMatrix& A, cudaStream_t stream) : stream_(s
   cusparse_check(cusparseSetStream(d.cusparse, stream), "cusparseSetStream");
   cublas_check(cublasCreate(&d.cublas), "cublasCreate");
   cublas_check(cublasSetStream(d.cublas, stream), "cublasSetStream");
-  // A is symmetric: its CSC arrays are the CSR arrays of A^T = A.
   cusparse_check(cusparseCreateCsr(&d.A, n_, n_, nnz_, d.row_ptr.get(), d.col_ind.get(), d.values.get(),
                                    CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F),
                  "cusparseCreateCsr");
@@ -514,9 +653,11 @@ GpuResidual::~GpuResidual() {
 void GpuResidual::update_values(const SparseMatrix& A) {
   if (A.rows() != n_ || A.nnz() != nnz_) throw InvalidInput("GpuResidual::update_values: the pattern changed");
   Device& d = *device_;
-  std::vector<double> abs_values(A.values().size());
-  for (std::size_t p = 0; p < abs_values.size(); ++p) abs_values[p] = std::abs(A.values()[p]);
-  SPADE_CUDA_CHECK(cudaMemcpyAsync(d.values.get(), A.values().data(), abs_values.size() * sizeof(double),
+  const SparseMatrix At = transposed_ ? A.transpose() : SparseMatrix();
+  const std::vector<double>& values = transposed_ ? At.values() : A.values();
+  std::vector<double> abs_values(values.size());
+  for (std::size_t p = 0; p < abs_values.size(); ++p) abs_values[p] = std::abs(values[p]);
+  SPADE_CUDA_CHECK(cudaMemcpyAsync(d.values.get(), values.data(), abs_values.size() * sizeof(double),
                                    cudaMemcpyHostToDevice, stream_));
   SPADE_CUDA_CHECK(cudaMemcpyAsync(d.abs_values.get(), abs_values.data(), abs_values.size() * sizeof(double),
                                    cudaMemcpyHostToDevice, stream_));

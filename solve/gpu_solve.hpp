@@ -6,6 +6,10 @@
 //                    is copied up and selectively inverted on the GPU at once (narrow diagonal blocks by the
 //                    warp kernel, wide ones by cuSOLVER trtri and cuBLAS trsm). Solves A X = B for device
 //                    X and B in passes of up to 8 right-hand sides (kernels/supernodal_solve.cu).
+//                    The plan of an LU factor (lu.hpp) holds two such panel sets, [L11; L21] and
+//                    [U11^T; U12^T], on the same schedule: the forward sweep of A x = b runs on L's and the
+//                    backward sweep on U's, A^T x = b the other way round (see upload_lu).
+
 //   GpuResidual    - A on the device for iterative refinement: R = B - A X by cuSPARSE SpMM, and the
 //                    Oettli-Prager backward error with |A| |X| by cuSPARSE and one reduction kernel.
 //   HostRegistration - page-locks the host factor's values (cudaHostRegister) so uploads run as DMA.
@@ -23,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "spade/lu.hpp"
 #include "spade/solve.hpp"
 #include "spade/sparse_matrix.hpp"
 #include "spade/symbolic.hpp"
@@ -32,7 +37,7 @@ namespace spade {
 
 /// Device memory of a GpuSolvePlan, in bytes, known before any allocation.
 struct GpuSolveMemory {
-  std::size_t factor = 0;     ///< the panels (M_s) in FP64
+  std::size_t factor = 0;     ///< the panels (M_s) in FP64; an LU's two sets
   std::size_t pattern = 0;    ///< row indices, supernode arrays, permutation, schedule, counters
   std::size_t workspace = 0;  ///< acc, y, x for passes of max_width right-hand sides
   std::size_t inversion = 0;  ///< cuSOLVER's trtri workspace
@@ -44,14 +49,22 @@ class GpuSolvePlan {
   /// Widest pass: right-hand sides solved together by one forward and one backward launch.
   static constexpr int kMaxWidth = 8;
 
-  /// The plan's device memory for passes of `max_width` right-hand sides (1, 2, 4 or 8).
+  /// The plan's device memory for passes of `max_width` right-hand sides (1, 2, 4 or 8); `lu` for the plan
+  /// of an LU factor whose structure is S.
   static GpuSolveMemory memory_estimate(const SymbolicFactor& S, const SupernodalSchedule& schedule,
-                                        int max_width = kMaxWidth);
+                                        int max_width = kMaxWidth, bool lu = false);
 
   /// Allocates everything and uploads the pattern, the permutation and the schedule on the current
   /// device; synchronous. No values yet: solves refuse until finish_values().
   GpuSolvePlan(std::shared_ptr<const SymbolicFactor> symbolic, SupernodalSchedule schedule,
                int max_width = kMaxWidth);
+
+  /// The plan of an LU factor of the analysis `lu` (schedule: build_schedule(*lu->structure)); the same,
+  /// plus the second panel set, the row scalings and a scaled copy of a pass's right-hand sides. Values
+  /// come through upload_lu().
+  GpuSolvePlan(std::shared_ptr<const LuSymbolic> lu, SupernodalSchedule schedule, int max_width = kMaxWidth);
+
+  bool is_lu() const { return lu_ != nullptr; }
   ~GpuSolvePlan();
   GpuSolvePlan(const GpuSolvePlan&) = delete;
   GpuSolvePlan& operator=(const GpuSolvePlan&) = delete;
@@ -64,14 +77,30 @@ class GpuSolvePlan {
   /// stream. The host values must not change until finish_values() returns. Call from one thread.
   void upload(const double* values, index_t first, index_t last);
 
+  /// The LU plan's upload of F (a factor of this plan's analysis), after begin_values(): the L panels and
+  /// the packed U panels are copied up and rearranged on the GPU into M^L = [L11; L21] and
+  /// M^U = [U11^T; U12^T] (kernels/supernodal_kernels.hpp), and both are selectively inverted, as a
+  /// Cholesky's panel. F's row interchanges inside its diagonal blocks (Q C = L U) become an index map:
+  /// position p of a supernode's columns holds C's row q(p) after the interchanges, and M^L's row indices
+  /// below the diagonal blocks are positions (pos(t) for C's row t), so the forward sweep of L reads the
+  /// right-hand side through q once and needs no interchange on the device. The sweeps then are those of
+  /// the Cholesky with one panel set each:
+  ///   A x = b:    Dr and Pr, then q, forward with M^L; backward with M^U; then Dc (gpu_solve.cu).
+  ///   A^T x = b:  Dc, forward with M^U; backward with M^L, whose solution is in positions; then q^{-1}, Pr^T
+  ///               and Dr.
+  /// F's values are read during the call only; then call finish_values(F.generation()). Throws
+  /// InvalidInput when this is not an LU plan, F is of another analysis or invalid; ResourceError for CUDA.
+  void upload_lu(const LuFactor& F);
+
   /// Waits for every upload and inversion, checks the inversion's status, and marks the device values as
   /// those of factorization `generation` (NumericFactor::generation()). Throws NumericalError (singular)
   /// for a zero pivot, ResourceError for a CUDA error.
   void finish_values(std::uint64_t generation);
 
   /// Copies the device's selectively inverted panels (M_s = [V; W], laid out as the factor's values) to
-  /// `host` (panel_offset.back() doubles). For tests and diagnostics; synchronous.
-  void copy_values_to_host(double* host) const;
+  /// `host` (panel_offset.back() doubles): an LU plan's M^L, or with `upper` its M^U. For tests and
+  /// diagnostics; synchronous. InvalidInput for `upper` on a Cholesky plan.
+  void copy_values_to_host(double* host, bool upper = false) const;
 
   /// The generation of the values on the device, 0 when none are complete.
   std::uint64_t generation() const { return generation_; }
@@ -82,7 +111,9 @@ class GpuSolvePlan {
   /// uploaded). Runs on stream() (which waits for the legacy default stream) in passes of at most
   /// max_width() right-hand sides and synchronizes.
   /// Throws NumericalError (no_progress) when a spin-wait gave up (the plan's state is restored first).
-  void solve(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs, std::uint64_t generation);
+  /// An LU plan solves A^T X = B with `trans` yes (a Cholesky plan ignores it: A is symmetric).
+  void solve(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs, std::uint64_t generation,
+             Transpose trans = Transpose::no);
 
   /// Forward and backward sweep times of the last solve, summed over its passes (CUDA events), seconds.
   double last_forward_seconds() const { return forward_seconds_; }
@@ -105,13 +136,19 @@ class GpuSolvePlan {
 
  private:
   struct Device;  // device arrays, handles, events
+  GpuSolvePlan(std::shared_ptr<const SymbolicFactor> symbolic, std::shared_ptr<const LuSymbolic> lu,
+               SupernodalSchedule schedule, int max_width);
   void reset_workspace();
   void warm_up_inversion();
+  /// Selective inversion of every supernode of the panel set `values` on the upload stream; the large
+  /// ones' info goes to info[0 .. large_inverse.size()).
+  void invert_all(double* values, int* info);
   /// Selective inversion of a supernode wider than 32 on the upload stream (cuBLAS trsm, cuSOLVER trtri);
   /// trtri's info goes to the device int `info`.
-  void invert_large(index_t s, int* info);
+  void invert_large(index_t s, double* values, int* info);
 
   std::shared_ptr<const SymbolicFactor> symbolic_;
+  std::shared_ptr<const LuSymbolic> lu_;  // null for a Cholesky plan
   SupernodalSchedule schedule_;
   int max_width_;
   GpuSolveMemory memory_;
@@ -125,11 +162,13 @@ class GpuSolvePlan {
   int passes_ = 0;
 };
 
-/// A on the device for refinement (the symmetric A's CSC arrays are its CSR arrays).
+/// A on the device for refinement, in CSR (a symmetric A's CSC arrays are its CSR arrays; any other A is
+/// transposed on the host first).
 class GpuResidual {
  public:
-  /// Uploads A (square, symmetric: both triangles stored) and |A|; work goes on `stream`. Throws
-  /// ResourceError when nnz(A) does not fit 32-bit indices or for a CUDA/cuSPARSE failure.
+  /// Uploads A (square; a symmetric one with both triangles stored) and |A|; work goes on `stream`. Throws
+  /// InvalidInput for a non-square A, ResourceError when nnz(A) does not fit 32-bit indices or for a
+  /// CUDA/cuSPARSE failure.
   GpuResidual(const SparseMatrix& A, cudaStream_t stream);
   ~GpuResidual();
   GpuResidual(const GpuResidual&) = delete;
@@ -150,6 +189,7 @@ class GpuResidual {
   struct Device;
   index_t n_ = 0;
   offset_t nnz_ = 0;
+  bool transposed_ = false;  // the device holds A^T's CSC arrays (A was not symmetric)
   cudaStream_t stream_;
   std::unique_ptr<Device> device_;
 };

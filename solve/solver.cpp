@@ -271,29 +271,122 @@ struct Solver::Impl {
     set_phase("symbolic", lu_symbolic->symbolic_seconds);
   }
 
-  /// The LU's factorize(): on the host, the solves too (the GPU plan serves only Cholesky factors).
+  /// The LU's factorize(): the plan is built on its own thread beside the factorization (its row maps
+  /// depend on the pivots, so the values go up after it, in one upload_lu).
   void factorize_lu(const SparseMatrix& A) {
-    constexpr const char* why = "the GPU solve plan serves only Cholesky factors, and this factor is an LU";
-    if (options.placement == Placement::gpu)
-      throw ResourceError(std::string("the GPU solve was requested (placement gpu), but ") + why);
+    const Placement placement = options.placement;
+    if (placement == Placement::gpu && !device_ok)
+      throw ResourceError("the GPU solve was requested (placement gpu), but " + device_problem);
     this->A = A;
+    const bool try_gpu = placement != Placement::cpu && device_ok;
+    std::thread worker;
+    std::string problem;
+    std::exception_ptr gpu_error;
+    if (try_gpu) {
+      if (plan) plan->begin_values();  // the device copy is of no valid factor until the upload
+      worker = start_thread("GPU plan", [&] {
+        try {
+          SPADE_CUDA_CHECK(cudaSetDevice(device));
+          if (!plan) {
+            problem = build_plan();
+          } else {
+            residual->update_values(*this->A);
+            report.plan->plan_seconds = 0;
+          }
+        } catch (...) {
+          gpu_error = std::current_exception();
+        }
+      });
+    }
     const auto t0 = Clock::now();
-    if (lu) {
-      lu->refactorize(A);
-    } else {
-      LuFactorOptions fo;
-      fo.threads = options.threads;
-      lu.emplace(lu_symbolic, A, fo);
+    try {
+      if (lu) {
+        lu->refactorize(A);
+      } else {
+        LuFactorOptions fo;
+        fo.threads = options.threads;
+        lu.emplace(lu_symbolic, A, fo);
+      }
+    } catch (...) {
+      if (worker.joinable()) worker.join();
+      throw;
     }
     const double numeric = seconds_since(t0);
+    const auto returned = Clock::now();
+    if (worker.joinable()) worker.join();
     report.threads = lu->threads();
     report.perturbed_pivots = lu->perturbed_pivots();
     set_phase("numeric", numeric, numeric > 0 ? lu_symbolic->flops * 1e-9 / numeric : 0);
+    if (!try_gpu) {
+      host_placement();
+      return;
+    }
+    if (!gpu_error && problem.empty()) {
+      try {
+        SPADE_CUDA_CHECK(cudaSetDevice(device));
+        const auto t1 = Clock::now();
+        plan->upload_lu(*lu);
+        plan->finish_values(lu->generation());
+        report.plan->upload_seconds = seconds_since(t1);
+        report.plan->pinned = false;
+      } catch (...) {
+        gpu_error = std::current_exception();
+      }
+    }
+    if (gpu_error || !problem.empty()) {
+      gpu_failed(problem, gpu_error);
+      return;
+    }
+    gpu_placement(returned);
+  }
+
+  /// The report's placement when the solves run on the host by choice or for want of a usable GPU.
+  void host_placement() {
     use_gpu = false;
     report.gpu = false;
-    report.placement_reason = options.placement == Placement::cpu ? "host solve (placement cpu)"
-                                                                  : std::string("host solve: ") + why;
+    report.placement_reason =
+        options.placement == Placement::cpu ? "host solve (placement cpu)" : "host solve: " + device_problem;
   }
+
+  /// The plan failed (`problem`, or the exception `error`): drop it, then fall back to the host solve, or
+  /// under placement gpu drop the factor too and throw ResourceError.
+  void gpu_failed(const std::string& problem, const std::exception_ptr& error) {
+    std::string why = problem;
+    if (error) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        why = std::string("the GPU plan failed: ") + e.what();
+      }
+    }
+    residual.reset();
+    plan.reset();
+    report.plan.reset();
+    use_gpu = false;
+    report.gpu = false;
+    if (options.placement == Placement::gpu) {
+      factor.reset();  // placement gpu solves on the GPU or not at all: no factor is left to solve with
+      lu.reset();
+      throw ResourceError("the GPU solve was requested (placement gpu), but " + why);
+    }
+    report.placement_reason = "host solve: " + why;
+  }
+
+  /// The report's placement once the factor's values are on the GPU; `returned` is when the factorization
+  /// returned.
+  void gpu_placement(Clock::time_point returned) {
+    report.plan->visible_seconds = seconds_since(returned);
+    use_gpu = true;
+    report.gpu = true;
+    report.placement_reason = "GPU: " + device_description;
+  }
+
+  /// The generation of the current factor's values.
+  std::uint64_t generation() const { return lu ? lu->generation() : factor->generation(); }
+
+  /// The GPU solve of A X = B (A^T X = B with trans yes) in place, X in host or device memory; fills the
+  /// GPU fields of `times`.
+  void gpu_solve(double* X, index_t nrhs, index_t ldx, Memory memory, Transpose trans, SolveTimes& times);
 
   void factorize_cholesky(const SparseMatrix& A);
 
@@ -319,7 +412,8 @@ struct Solver::Impl {
   std::string build_plan() {
     const auto t0 = Clock::now();
     SupernodalSchedule schedule = build_schedule(*symbolic);
-    const GpuSolveMemory need = GpuSolvePlan::memory_estimate(*symbolic, schedule);
+    const GpuSolveMemory need =
+        GpuSolvePlan::memory_estimate(*symbolic, schedule, GpuSolvePlan::kMaxWidth, lu_symbolic != nullptr);
     const std::size_t refine = static_cast<std::size_t>(A->nnz()) * (2 * sizeof(double) + sizeof(int)) +
                                static_cast<std::size_t>(A->rows() + 1) * sizeof(int);
     std::size_t free_bytes = 0, total_bytes = 0;
@@ -337,7 +431,8 @@ struct Solver::Impl {
                       wanted / 1073741824.0, free_bytes / 1073741824.0);
       return line;
     }
-    plan = std::make_unique<GpuSolvePlan>(symbolic, std::move(schedule));
+    plan = lu_symbolic ? std::make_unique<GpuSolvePlan>(lu_symbolic, std::move(schedule))
+                       : std::make_unique<GpuSolvePlan>(symbolic, std::move(schedule));
     residual = std::make_unique<GpuResidual>(*A, plan->stream());
     GpuPlanReport r;
     const SupernodalSchedule& s = plan->schedule();
@@ -547,36 +642,43 @@ void Solver::Impl::factorize_cholesky(const SparseMatrix& A) {
   s.set_phase("numeric", numeric, numeric > 0 ? s.symbolic->flops * 1e-9 / numeric : 0);
 
   if (!try_gpu) {
-    s.use_gpu = false;
-    s.report.gpu = false;
-    s.report.placement_reason = placement == Placement::cpu ? "host solve (placement cpu)" : "host solve: " + s.device_problem;
+    s.host_placement();
     return;
   }
   if (gpu_error || !problem.empty()) {
-    std::string why = problem;
-    if (gpu_error) {
-      try {
-        std::rethrow_exception(gpu_error);
-      } catch (const std::exception& e) {
-        why = std::string("the GPU plan failed: ") + e.what();
-      }
-    }
-    s.residual.reset();
-    s.plan.reset();
-    s.report.plan.reset();
-    s.use_gpu = false;
-    s.report.gpu = false;
-    if (placement == Placement::gpu) {
-      s.factor.reset();  // placement gpu solves on the GPU or not at all: no factor is left to solve with
-      throw ResourceError("the GPU solve was requested (placement gpu), but " + why);
-    }
-    s.report.placement_reason = "host solve: " + why;
+    s.gpu_failed(problem, gpu_error);
     return;
   }
-  s.report.plan->visible_seconds = seconds_since(returned);
-  s.use_gpu = true;
-  s.report.gpu = true;
-  s.report.placement_reason = "GPU: " + s.device_description;
+  s.gpu_placement(returned);
+}
+
+void Solver::Impl::gpu_solve(double* X, index_t nrhs, index_t ldx, Memory memory, Transpose trans, SolveTimes& times) {
+  times.gpu = true;
+  const std::uint64_t gen = generation();
+  if (memory == Memory::device) {
+    plan->solve(X, ldx, X, ldx, nrhs, gen, trans);
+    times.passes = plan->last_passes();
+    times.forward_seconds = plan->last_forward_seconds();
+    times.backward_seconds = plan->last_backward_seconds();
+    return;
+  }
+  // Host columns go through a device block, in chunks that fit the GPU's memory.
+  const index_t n = symbolic->n;
+  check_finite(X, n, nrhs, ldx);
+  const cudaStream_t stream = plan->stream();
+  const index_t ld = std::max<index_t>(n, 1), chunk = columns_that_fit(n, nrhs, 1);
+  DeviceBlock block(static_cast<std::size_t>(n) * chunk, stream);
+  for (index_t c = 0; c < nrhs; c += chunk) {
+    const index_t k = std::min(chunk, nrhs - c);
+    double* Xc = X + static_cast<offset_t>(c) * ldx;
+    copy_block(block.get(), ld, Xc, ldx, n, k, cudaMemcpyHostToDevice, stream);
+    plan->solve(block.get(), ld, block.get(), ld, k, gen, trans);
+    copy_block(Xc, ldx, block.get(), ld, n, k, cudaMemcpyDeviceToHost, stream);
+    SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    times.forward_seconds += plan->last_forward_seconds();
+    times.backward_seconds += plan->last_backward_seconds();
+    times.passes += plan->last_passes();
+  }
 }
 
 void Solver::solve(double* X, index_t nrhs, index_t ldx, Memory memory) {
@@ -587,7 +689,9 @@ void Solver::solve(double* X, index_t nrhs, index_t ldx, Memory memory) {
   const auto t0 = Clock::now();
   SolveTimes times;
   times.nrhs = nrhs;
-  if (s.lu && memory == Memory::device) {
+  if (s.use_gpu) {
+    s.gpu_solve(X, nrhs, ldx, memory, Transpose::no, times);
+  } else if (s.lu && memory == Memory::device) {
     if (!s.device_ok) throw InvalidInput("Solver::solve: device memory given, but " + s.device_problem);
     std::vector<double> host(static_cast<std::size_t>(n) * nrhs);
     copy_block(host.data(), std::max<index_t>(n, 1), X, ldx, n, nrhs, cudaMemcpyDeviceToHost, nullptr);
@@ -601,35 +705,6 @@ void Solver::solve(double* X, index_t nrhs, index_t ldx, Memory memory) {
   } else if (s.lu) {
     BlasThreads blas(s.lu->threads());
     lu_solve_in_place(*s.lu, X, nrhs, ldx);
-  } else if (s.use_gpu) {
-    times.gpu = true;
-    const std::uint64_t generation = s.factor->generation();
-    if (memory == Memory::host) {
-      // Host columns go through a device block, in chunks that fit the GPU's memory.
-      check_finite(X, n, nrhs, ldx);
-      const cudaStream_t stream = s.plan->stream();
-      const index_t ld = std::max<index_t>(n, 1), chunk = columns_that_fit(n, nrhs, 1);
-      DeviceBlock block(static_cast<std::size_t>(n) * chunk, stream);
-      double forward = 0, backward = 0;
-      for (index_t c = 0; c < nrhs; c += chunk) {
-        const index_t k = std::min(chunk, nrhs - c);
-        double* Xc = X + static_cast<offset_t>(c) * ldx;
-        copy_block(block.get(), ld, Xc, ldx, n, k, cudaMemcpyHostToDevice, stream);
-        s.plan->solve(block.get(), ld, block.get(), ld, k, generation);
-        copy_block(Xc, ldx, block.get(), ld, n, k, cudaMemcpyDeviceToHost, stream);
-        SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
-        forward += s.plan->last_forward_seconds();
-        backward += s.plan->last_backward_seconds();
-        times.passes += s.plan->last_passes();
-      }
-      times.forward_seconds = forward;
-      times.backward_seconds = backward;
-    } else {
-      s.plan->solve(X, ldx, X, ldx, nrhs, generation);
-      times.passes = s.plan->last_passes();
-      times.forward_seconds = s.plan->last_forward_seconds();
-      times.backward_seconds = s.plan->last_backward_seconds();
-    }
   } else if (memory == Memory::device) {
     if (!s.device_ok) throw InvalidInput("Solver::solve: device memory given, but " + s.device_problem);
     std::vector<double> host(static_cast<std::size_t>(n) * nrhs);
@@ -659,8 +734,17 @@ void Solver::solve_transposed(double* X, index_t nrhs, index_t ldx) {
   }
   s.require_factor("Solver::solve_transposed");
   s.check_shape(nrhs, ldx, "Solver::solve_transposed");
-  BlasThreads blas(s.lu->threads());
-  lu_solve_in_place(*s.lu, X, nrhs, ldx, Transpose::yes);
+  const auto t0 = Clock::now();
+  SolveTimes times;
+  times.nrhs = nrhs;
+  if (s.use_gpu) {
+    s.gpu_solve(X, nrhs, ldx, Memory::host, Transpose::yes, times);
+  } else {
+    BlasThreads blas(s.lu->threads());
+    lu_solve_in_place(*s.lu, X, nrhs, ldx, Transpose::yes);
+  }
+  times.seconds = seconds_since(t0);
+  s.report.last_solve = times;
 }
 
 RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs,
@@ -677,7 +761,9 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
   const index_t n = s.symbolic->n, ld = std::max<index_t>(n, 1);
   const auto t0 = Clock::now();
   RefinementResult result;
-  if (s.use_gpu) {
+  // An LU with perturbed pivots refines on the host: GMRES-IR (lu_solve_refined) recovers what classical
+  // refinement cannot.
+  if (s.use_gpu && (!s.lu || s.lu->perturbed_pivots() == 0)) {
     if (memory == Memory::host) check_finite(B, n, nrhs, ldb);
     const cudaStream_t stream = s.plan->stream();
     // Contiguous device blocks (leading dimension n): B, X, the residual/correction D and the saved X, for
@@ -709,7 +795,7 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
     for (index_t c = 0; c == 0 || c < nrhs; c += chunk) {  // once for nrhs = 0: the history has step 0
       const index_t k = std::min(chunk, nrhs - c);
       copy_block(b.get(), ld, B + static_cast<offset_t>(c) * ldb, ldb, n, k, in, stream);
-      GpuOps ops{s, b.get(), x.get(), d.get(), previous.get(), n, ld, k, stream, s.factor->generation()};
+      GpuOps ops{s, b.get(), x.get(), d.get(), previous.get(), n, ld, k, stream, s.generation()};
       merge_refinement(result, refine_loop(ops, refine), c == 0);
       copy_block(X + static_cast<offset_t>(c) * ldx, ldx, x.get(), ld, n, k, out, stream);
       SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -431,8 +431,8 @@ TEST_F(Cli, FactorizationAutoTakesTheLuForUnsymmetricAndIndefiniteInput) {
       file("lu.mtx", "%%MatrixMarket matrix coordinate real general\n3 3 6\n1 1 4\n2 1 1\n1 2 2\n2 2 4\n3 2 1\n3 3 2\n");
   const Outcome run = spade("solve " + U + " --json " + path("lu.json").string());
   ASSERT_EQ(run.status, 0) << run.err;
-  for (const char* expected : {"LU: the pattern of A is not symmetric", "host solve: the GPU solve plan serves only "
-                               "Cholesky", "perturbed pivots 0", "nnz(L+U)", "converged"})
+  for (const char* expected : {"LU: the pattern of A is not symmetric", "perturbed pivots 0", "nnz(L+U)", "converged",
+                               spade::cuda_device_available() ? "placement        GPU: " : "placement        host solve: "})
     EXPECT_NE(run.out.find(expected), std::string::npos) << expected << "\n" << run.out;
   const nlohmann::json j = nlohmann::json::parse(std::ifstream(path("lu.json")));
   EXPECT_EQ(j["factorization"]["used"], "lu");
@@ -451,8 +451,13 @@ TEST_F(Cli, FactorizationAutoTakesTheLuForUnsymmetricAndIndefiniteInput) {
       file("singular_lu.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 4\n1 1 1\n2 1 2\n1 2 1\n2 2 2\n");
   const std::string b = file("inconsistent.mtx", "%%MatrixMarket matrix array real general\n2 1\n1\n0\n");
   expect_error(spade("solve " + S + " --rhs " + b), 3, {"numerically singular", "perturbed", "berr"});
-  // An LU factor has no GPU solve: --device gpu is a clear error.
-  expect_error(spade("solve " + U + " --device gpu"), 4, {"GPU", "only Cholesky"});
+  // An LU solves on the GPU like a Cholesky factor: --device gpu insists, and without a GPU is a clear error.
+  expect_error(spade("solve " + U + " --device gpu", "CUDA_VISIBLE_DEVICES="), 4, {"placement gpu", "no usable GPU"});
+  if (spade::cuda_device_available()) {
+    const Outcome gpu = spade("solve " + U + " --device gpu");
+    ASSERT_EQ(gpu.status, 0) << gpu.err;
+    EXPECT_NE(gpu.out.find("placement        GPU: "), std::string::npos) << gpu.out;
+  }
   // --factorization lu on an SPD matrix.
   const Outcome lu = spade("solve " + file("spd_lu.mtx", laplacian_file(4, 4)) + " --factorization lu --nrhs 2");
   ASSERT_EQ(lu.status, 0) << lu.err;

@@ -21,6 +21,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../kernels/cuda_check.hpp"
 #include "spade/matching.hpp"
 #include "spade/matrix_market.hpp"
 #include "test_matrices.hpp"
@@ -408,7 +409,7 @@ TEST(EigenLU, OneRightHandSide) {
   ASSERT_NE(solver.report(), nullptr);
   EXPECT_EQ(solver.report()->factorization, spade::Factorization::lu);
   EXPECT_EQ(solver.report()->perturbed_pivots, 0);
-  EXPECT_FALSE(solver.report()->gpu);
+  EXPECT_EQ(solver.report()->gpu, spade::cuda_device_available()) << solver.report()->placement_reason;
 }
 
 TEST(EigenLU, SeveralRightHandSides) {
@@ -634,11 +635,28 @@ TEST(EigenLU, BadInputIsInvalidInput) {
   EXPECT_THROW(refactorized.transpose().solve(Eigen::VectorXd::Ones(100)), spade::InvalidInput);
 }
 
-TEST(EigenLU, MisuseThrows) {
+TEST(EigenLU, PlacementGpuSolvesOnTheGpuOrFailsToFactorize) {
   spade::SolverOptions gpu;
   gpu.placement = spade::Placement::gpu;
-  EXPECT_THROW(LU{gpu}, spade::InvalidInput);
+  const SpMat A = random_unsymmetric(300, 4, 122);
+  const Eigen::VectorXd b = random_dense(300, 1, 123);
+  LU solver(gpu);
+  solver.compute(A);
+  if (!spade::cuda_device_available()) {
+    EXPECT_EQ(solver.info(), Eigen::InvalidInput);
+    EXPECT_NE(solver.errorMessage().find("placement gpu"), std::string::npos) << solver.errorMessage();
+    return;
+  }
+  ASSERT_EQ(solver.info(), Eigen::Success) << solver.errorMessage();
+  EXPECT_TRUE(solver.report()->gpu);
+  EXPECT_LE(relative_difference(solver.solve(b), reference_lu_solve(A, b)), tolerance);
+  EXPECT_LE(solver.lastRefinement()->solution.berr, 2 * eps);
+  const Eigen::VectorXd y = solver.transpose().solve(b);
+  const SpMat At = A.transpose();
+  EXPECT_LE(backward_error(At, y, b), 4 * eps);
+}
 
+TEST(EigenLU, MisuseThrows) {
   const SpMat A = random_unsymmetric(60, 3, 121);
   LU solver;
   EXPECT_EQ(solver.info(), Eigen::Success);

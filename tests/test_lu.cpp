@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "error_of.hpp"
+#include "lu_matrices.hpp"
 #include "lu_reference.hpp"
 #include "spade/error.hpp"
 #include "spade/generators.hpp"
@@ -33,28 +34,8 @@ namespace {
 
 constexpr double kEps = std::numeric_limits<double>::epsilon();
 using spade::testing::error_of;
-
-// A random unsymmetric n x n matrix: a band of width `band` plus `extra` random entries per column, values in
-// [-1, 1]; with `zero_diagonal` the diagonal is left out, so that only the matching makes the LU work.
-SparseMatrix random_unsymmetric(index_t n, int band, int extra, bool zero_diagonal, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> value(-1.0, 1.0);
-  std::uniform_int_distribution<index_t> row(0, n - 1);
-  std::vector<std::int64_t> r, c;
-  std::vector<double> v;
-  for (index_t j = 0; j < n; ++j) {
-    for (index_t i = std::max<index_t>(0, j - band); i <= std::min<index_t>(n - 1, j + band); ++i) {
-      if (zero_diagonal && i == j) continue;
-      r.push_back(i), c.push_back(j), v.push_back(value(gen));
-    }
-    for (int e = 0; e < extra; ++e) {
-      const index_t i = row(gen);
-      if (zero_diagonal && i == j) continue;
-      r.push_back(i), c.push_back(j), v.push_back(value(gen));
-    }
-  }
-  return SparseMatrix::from_triplets(n, n, r, c, v);
-}
+using spade::testing::perturbed_case;
+using spade::testing::random_unsymmetric;
 
 std::vector<double> dense_of(const SparseMatrix& A) {
   std::vector<double> d(static_cast<std::size_t>(A.rows()) * A.cols(), 0.0);
@@ -269,39 +250,6 @@ TEST(LuErrors, NotFiniteAndMisuse) {
 
 // ---- the real matrices ---------------------------------------------------------------------------------
 
-// Every square, real-valued unsymmetric or symmetric indefinite matrix of ../shared/matrices (the pattern-only
-// files have no values to factor).
-const char* const kRealMatrices[] = {
-    "NSR8K.mtx.gz",      "add32.mtx.gz",     "adder_dcop_05.mtx.gz", "arc130.mtx.gz",     "basker_matrix1.mtx.gz",
-    "bayer10.mtx.gz",    "bfw782a.mtx.gz",   "bfw782b.mtx.gz",       "bp_1200.mtx.gz",    "c-62.mtx.gz",
-    "cryg2500.mtx.gz",   "ex14.mtx.gz",      "fs_183_1.mtx.gz",      "fs_183_6.mtx.gz",   "gemat12.mtx.gz",
-    "hangGlider_2.mtx.gz", "impcol_a.mtx.gz", "impcol_d.mtx.gz",     "impcol_e.mtx.gz",   "mbeacxc.mtx.gz",
-    "nnc1374.mtx.gz",    "olm1000.mtx.gz",   "orsirr_1.mtx.gz",      "orsirr_2.mtx.gz",   "pores_1.mtx.gz",
-    "rajat19.mtx.gz",    "reorientation_1.mtx.gz", "sherman1.mtx.gz", "sherman3.mtx.gz",  "utm300.mtx.gz",
-    "watt_2.mtx.gz",     "west0067.mtx.gz",  "west0479.mtx.gz"};
-
-// Nonsingular matrices (UMFPACK solves them) whose factor has perturbed pivots (NSR8K 777, nnc1374 20,
-// rajat19 6, cryg2500 1) and on which classical refinement stagnates: lu_solve_refined continues with
-// GMRES-IR. It reaches the target on rajat19 and cryg2500 (both systems) and on nnc1374's A^T X = B. It
-// stagnates on nnc1374's A X = B (berr about 4e-6: restarted GMRES stalls short of its inner tolerance)
-// and on NSR8K (berr 1: the first solve's residual is about 1e35, the factor's growth is beyond what
-// GMRES preconditioned with it recovers in double); there the test demands the honest outcome, a result
-// that says it did not converge.
-struct PerturbedCase {
-  const char* file;
-  bool converges, transposed_converges;
-};
-const PerturbedCase kPerturbed[] = {{"NSR8K.mtx.gz", false, false},
-                                    {"cryg2500.mtx.gz", true, true},
-                                    {"nnc1374.mtx.gz", false, true},
-                                    {"rajat19.mtx.gz", true, true}};
-
-const PerturbedCase* perturbed_case(const std::string& file) {
-  for (const PerturbedCase& c : kPerturbed)
-    if (file == c.file) return &c;
-  return nullptr;
-}
-
 class LuRealMatrix : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(LuRealMatrix, BackwardErrorWithinTenRefinementSteps) {
@@ -329,7 +277,7 @@ TEST_P(LuRealMatrix, BackwardErrorWithinTenRefinementSteps) {
   std::vector<double> Xt(B.size());
   const RefinementResult transposed =
       lu_solve_refined(A, F, B.data(), n, Xt.data(), n, nrhs, Transpose::yes, refine);
-  if (const PerturbedCase* c = perturbed_case(file)) {
+  if (const testing::PerturbedCase* c = perturbed_case(file)) {
     EXPECT_GT(F.perturbed_pivots(), 0) << file;
     for (const auto& [outcome, converges] : {std::pair{&result, c->converges}, std::pair{&transposed, c->transposed_converges}}) {
       EXPECT_LE(outcome->steps.size(), 11u) << file;
@@ -364,12 +312,8 @@ TEST_P(LuRealMatrix, BackwardErrorWithinTenRefinementSteps) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(SharedMatrices, LuRealMatrix, ::testing::ValuesIn(kRealMatrices), [](const auto& info) {
-  std::string name = info.param;
-  name = name.substr(0, name.find('.'));
-  std::replace(name.begin(), name.end(), '-', '_');
-  return name;
-});
+INSTANTIATE_TEST_SUITE_P(SharedMatrices, LuRealMatrix, ::testing::ValuesIn(testing::kLuMatrices),
+                         testing::lu_matrix_test_name);
 
 }  // namespace
 }  // namespace spade

@@ -3,7 +3,9 @@
 // invert_supernodes_reference, the GPU solve against the host supernodal solve (tolerances scaled by eps
 // and the condition estimate), refinement on the device, repeated solves and refactorizations, the edge
 // shapes of the assembly tree, and the failure paths. GPU tests skip visibly without a GPU; the host and
-// fallback paths run everywhere (CI has no GPU).
+// fallback paths run everywhere (CI has no GPU). The LU's GPU solve likewise: its two panel sets against a
+// host reference, its solves (A X = B and A^T X = B) against lu_solve_in_place, refinement on the real
+// unsymmetric and indefinite matrices, refactorizations.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,8 +23,11 @@
 #include "condition.hpp"
 #include "error_of.hpp"
 #include "gpu_test.hpp"
+#include "lu_matrices.hpp"
 #include "spade/error.hpp"
 #include "spade/generators.hpp"
+#include "spade/lu.hpp"
+#include "spade/matching.hpp"
 #include "spade/matrix_market.hpp"
 #include "spade/solver.hpp"
 #include "test_matrices.hpp"
@@ -384,6 +390,233 @@ TEST(GpuSolve, SpinWaitTimeoutIsAnErrorAndTheNextSolveIsRight) {
 TEST(GpuSolve, NotPositiveDefiniteThenRefactorize) {
   SPADE_REQUIRE_GPU();
   check_not_positive_definite(Placement::gpu);
+}
+
+// ---- the GPU solve of an LU factor ----
+
+/// Host reference of an LU plan's panels (GpuSolvePlan::upload_lu): M^L = [L11; L21] with L11 unit lower
+/// and M^U = [U11^T; U12^T], laid out as F's L panels, each selectively inverted on the host.
+void lu_panels_reference(const LuFactor& F, std::vector<double>& lower, std::vector<double>& upper) {
+  const SymbolicFactor& S = F.structure();
+  lower = F.l_values();
+  upper.assign(lower.size(), 0.0);
+  for (index_t s = 0; s < S.num_supernodes; ++s) {
+    const index_t k = S.supernode_cols(s), m = S.supernode_rows(s);
+    double* L = lower.data() + S.panel_offset[s];
+    double* U = upper.data() + S.panel_offset[s];
+    const double* l = F.l_panel(s);
+    const double* u = F.u_panel(s);
+    for (index_t j = 0; j < k; ++j)
+      for (index_t i = 0; i < k; ++i) {
+        U[i + j * m] = i >= j ? l[j + i * m] : 0.0;
+        if (i <= j) L[i + j * m] = i == j ? 1.0 : 0.0;
+      }
+    for (index_t c = 0; c < k; ++c)
+      for (index_t r = 0; r < m - k; ++r) U[k + r + c * m] = u[r + c * (m - k)];
+  }
+  invert_supernodes_reference(S, lower.data());
+  invert_supernodes_reference(S, upper.data());
+}
+
+TEST(GpuPlan, LuPanelsMatchTheHostReference) {
+  SPADE_REQUIRE_GPU();
+  // Pivoting inside wide diagonal blocks (random values without a dominant diagonal, and a zero diagonal
+  // that only the matching repairs), and a well-conditioned convection-diffusion operator.
+  const SparseMatrix matrices[] = {testing::random_unsymmetric(3000, 2, 2, false, 31),
+                                   testing::random_unsymmetric(1500, 3, 1, true, 32),
+                                   convection_diffusion_2d(60, 50, 1.0, 0.5)};
+  for (const SparseMatrix& A : matrices) {
+    const auto analysis = analyze_lu(A);
+    const LuFactor F(analysis, A);
+    GpuSolvePlan plan(analysis, build_schedule(F.structure()));
+    plan.begin_values();
+    plan.upload_lu(F);
+    plan.finish_values(F.generation());
+    std::vector<double> lower, upper;
+    lu_panels_reference(F, lower, upper);
+    const SymbolicFactor& S = F.structure();
+    index_t widest = 0;
+    for (const bool is_upper : {false, true}) {
+      const std::vector<double>& reference = is_upper ? upper : lower;
+      std::vector<double> device(reference.size(), std::nan(""));
+      plan.copy_values_to_host(device.data(), is_upper);
+      for (index_t s = 0; s < S.num_supernodes; ++s) {
+        const offset_t begin = S.panel_offset[s], end = S.panel_offset[s + 1];
+        double scale = 0, diff = 0;
+        for (offset_t p = begin; p < end; ++p) {
+          scale = std::max(scale, std::abs(reference[p]));
+          diff = std::max(diff, std::abs(device[p] - reference[p]));
+          if (std::isnan(device[p])) diff = std::numeric_limits<double>::infinity();
+        }
+        const index_t k = S.supernode_cols(s);
+        widest = std::max(widest, k);
+        ASSERT_LE(diff, 1e3 * k * kEps * scale) << (is_upper ? "U" : "L") << " panel of supernode " << s << ", width " << k;
+        for (index_t c = 1; c < k; ++c)
+          for (index_t r = 0; r < c; ++r)
+            ASSERT_EQ(device[begin + r + static_cast<offset_t>(c) * S.supernode_rows(s)], 0.0);
+      }
+    }
+    EXPECT_GT(widest, 32) << "the cuSOLVER/cuBLAS inversion is exercised";
+  }
+  const SparseMatrix A = laplacian_2d(10, 10);
+  const auto analysis = analyze_lu(A);
+  GpuSolvePlan cholesky_plan(analyze(A), build_schedule(*analyze(A)));
+  EXPECT_THROW(cholesky_plan.upload_lu(LuFactor(analysis, A)), InvalidInput);
+  std::vector<double> host(1);
+  EXPECT_THROW(cholesky_plan.copy_values_to_host(host.data(), true), InvalidInput);
+}
+
+std::unique_ptr<Solver> lu_solver_on_gpu(const SparseMatrix& A) {
+  SolverOptions options = on(Placement::gpu);
+  options.factorization = Factorization::lu;
+  auto solver = std::make_unique<Solver>(options);
+  solver->analyze(A);
+  solver->factorize(A);
+  return solver;
+}
+
+double lu_condition(const SparseMatrix& A, const LuFactor& F) {
+  return condition_estimate(
+      A, [&F](double* x, index_t k, index_t ld) { lu_solve_in_place(F, x, k, ld); },
+      [&F](double* x, index_t k, index_t ld) { lu_solve_in_place(F, x, k, ld, Transpose::yes); });
+}
+
+/// The largest componentwise backward error of the columns of X as solutions of A X = B (n x nrhs, leading
+/// dimension n).
+double worst_berr(const SparseMatrix& A, const std::vector<double>& B, const std::vector<double>& X, index_t nrhs) {
+  const index_t n = A.rows();
+  double worst = 0;
+  for (index_t j = 0; j < nrhs; ++j)
+    worst = std::max(worst, backward_error(A, B.data() + static_cast<offset_t>(j) * n, X.data() + static_cast<offset_t>(j) * n).berr);
+  return worst;
+}
+
+/// The GPU's A X = B and A^T X = B against the host's with the same factor. Static pivoting lets |L| |U|
+/// outgrow |A|, and the GPU applies explicit inverses of the diagonal blocks where the host substitutes,
+/// so the two solutions agree to what their backward errors allow: kappa_1(A) (berr_gpu + berr_host) to
+/// first order, with a factor 10 for the estimate (never tighter than 1000 eps kappa_1(A)). The GPU's
+/// backward error itself must stay within 100 times the host's (or 100 eps).
+void check_lu_gpu_against_host(Solver& solver, const SparseMatrix& A, const std::string& what,
+                               const std::vector<index_t>& widths) {
+  ASSERT_TRUE(solver.on_gpu()) << solver.report().placement_reason;
+  const LuFactor& F = solver.lu_factor();
+  const double kappa = lu_condition(A, F);
+  const SparseMatrix At = A.transpose();
+  const index_t n = A.rows();
+  for (const index_t nrhs : widths)
+    for (const Transpose trans : {Transpose::no, Transpose::yes}) {
+      unsigned seed = 0;
+      const std::vector<double> B = random_block(n, nrhs, seed);
+      std::vector<double> X = B, expected = B;
+      if (trans == Transpose::no)
+        solver.solve(X.data(), nrhs, n);
+      else
+        solver.solve_transposed(X.data(), nrhs, n);
+      ASSERT_TRUE(solver.report().last_solve->gpu);
+      lu_solve_in_place(F, expected.data(), nrhs, n, trans);
+      const SparseMatrix& M = trans == Transpose::no ? A : At;
+      const double berr_gpu = worst_berr(M, B, X, nrhs), berr_host = worst_berr(M, B, expected, nrhs);
+      char where[300];
+      std::snprintf(where, sizeof where, "%s, %s, nrhs %d, kappa_1 about %.2e, berr GPU %.2e host %.2e, seed %u",
+                    what.c_str(), trans == Transpose::no ? "A X = B" : "A^T X = B", static_cast<int>(nrhs), kappa,
+                    berr_gpu, berr_host, seed);
+      EXPECT_LE(berr_gpu, 100 * std::max(berr_host, kEps)) << where;
+      EXPECT_LE(relative_difference(X, expected), kappa * std::max(1000 * kEps, 10 * (berr_gpu + berr_host))) << where;
+    }
+}
+
+TEST(GpuSolve, LuGeneratedAndRandom) {
+  SPADE_REQUIRE_GPU();
+  const std::vector<index_t> widths = {1, 3, 8, 16, 100};
+  const std::pair<const char*, SparseMatrix> cases[] = {
+      {"cd2d 150x120", convection_diffusion_2d(150, 120, 1.0, 0.5)},
+      {"cd3d 22^3", convection_diffusion_3d(22, 22, 22, 1.0, 0.5, 0.25)},
+      {"random n 4000", testing::random_unsymmetric(4000, 2, 2, false, 41)},
+      {"random n 2000, zero diagonal", testing::random_unsymmetric(2000, 3, 1, true, 42)},
+      {"1 x 1", SparseMatrix::from_triplets(1, 1, {0}, {0}, {-3.0})}};
+  for (const auto& [what, A] : cases) {
+    const auto solver = lu_solver_on_gpu(A);
+    check_lu_gpu_against_host(*solver, A, what, widths);
+  }
+}
+
+class GpuLuReal : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GpuLuReal, MatchesHostSolveAndRefines) {
+  SPADE_REQUIRE_GPU();
+  const std::string file = GetParam();
+  SPADE_REQUIRE_MATRIX(file);
+  const SparseMatrix A = read_matrix_market(testing::matrix_path(file));
+  SolverOptions options = on(Placement::gpu);
+  options.factorization = Factorization::lu;
+  Solver solver(options);
+  try {
+    solver.analyze(A);
+  } catch (const StructurallySingular& e) {
+    SUCCEED() << file << ": " << e.what();  // the clear error is the admissible outcome (as in test_lu)
+    return;
+  }
+  solver.factorize(A);
+  const double kappa = lu_condition(A, solver.lu_factor());
+  // Where the factor's perturbed pivots make kappa * eps large, two solutions with it need not agree.
+  if (kappa * kEps < 1e-3) check_lu_gpu_against_host(solver, A, file, {1, 2});
+  const index_t n = A.rows(), nrhs = 2;
+  unsigned seed = 0;
+  const std::vector<double> x_true = random_block(n, nrhs, seed);
+  std::vector<double> B(x_true.size()), X(x_true.size(), std::nan(""));
+  for (index_t r = 0; r < nrhs; ++r) A.multiply(x_true.data() + r * n, B.data() + r * n);
+  RefineOptions refine;
+  refine.max_steps = 10;
+  refine.tolerance = 1e-13;
+  const RefinementResult result = solver.solve_refined(B.data(), n, X.data(), n, nrhs, refine);
+  const testing::PerturbedCase* c = testing::perturbed_case(file);
+  if (c == nullptr || c->converges) {
+    EXPECT_TRUE(result.converged) << file << ": berr " << result.solution.berr;
+    EXPECT_LE(result.solution.berr, 1e-13) << file << ", seed " << seed;
+  } else {
+    EXPECT_FALSE(result.converged) << file << ": the host's refinement stagnates here (test_lu)";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedMatrices, GpuLuReal, ::testing::ValuesIn(testing::kLuMatrices),
+                         testing::lu_matrix_test_name);
+
+TEST(GpuSolve, LuTwentyRefactorizationsAndDeviceMemory) {
+  SPADE_REQUIRE_GPU();
+  const SparseMatrix A = testing::random_unsymmetric(2500, 2, 2, false, 51);
+  const auto owner = lu_solver_on_gpu(A);
+  Solver& solver = *owner;
+  const index_t n = A.rows();
+  unsigned seed = 0;
+  const std::vector<double> B = random_block(n, 2, seed);
+  for (int t = 1; t <= 20; ++t) {
+    SparseMatrix At = A;
+    for (std::size_t p = 0; p < At.values().size(); ++p) At.values()[p] *= 1.0 + 0.01 * t * std::sin(1.0 + p);
+    solver.factorize(At);
+    ASSERT_TRUE(solver.on_gpu());
+    EXPECT_EQ(solver.report().plan->plan_seconds, 0.0) << "the plan is reused";
+    std::vector<double> X = B, host = B;
+    solver.solve(X.data(), 2, n);
+    lu_solve_in_place(solver.lu_factor(), host.data(), 2, n);
+    const double kappa = lu_condition(At, solver.lu_factor());
+    ASSERT_LE(relative_difference(X, host), 1000 * kEps * std::max(kappa, 1.0)) << "refactorization " << t;
+  }
+  // Right-hand sides and solutions in device memory, leading dimension above n.
+  const index_t ld = n + 3, nrhs = 3;
+  std::vector<double> Bh(static_cast<std::size_t>(ld) * nrhs, 0.0);
+  const std::vector<double> Bc = random_block(n, nrhs, seed);
+  for (index_t j = 0; j < nrhs; ++j) std::copy_n(Bc.data() + j * n, n, Bh.data() + j * ld);
+  double* Bd = nullptr;
+  ASSERT_EQ(cudaMalloc(&Bd, Bh.size() * sizeof(double)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(Bd, Bh.data(), Bh.size() * sizeof(double), cudaMemcpyHostToDevice), cudaSuccess);
+  solver.solve(Bd, nrhs, ld, Memory::device);
+  std::vector<double> Xh(Bh.size());
+  ASSERT_EQ(cudaMemcpy(Xh.data(), Bd, Xh.size() * sizeof(double), cudaMemcpyDeviceToHost), cudaSuccess);
+  cudaFree(Bd);
+  std::vector<double> X(Bc.size()), expected = Bc;
+  for (index_t j = 0; j < nrhs; ++j) std::copy_n(Xh.data() + j * ld, n, X.data() + j * n);
+  lu_solve_in_place(solver.lu_factor(), expected.data(), nrhs, n);
+  EXPECT_LE(relative_difference(X, expected), 1e6 * kEps);
 }
 
 TEST(GpuSolve, ReportNamesThePlan) {

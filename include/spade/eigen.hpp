@@ -15,7 +15,8 @@
 // on the GPU when one is usable, with the GPU plan built beside the factorization; else on the host).
 // EigenLU: the supernodal LU with static pivoting on the host (lu.hpp, after X. S. Li and J. W. Demmel,
 // "SuperLU_DIST: A scalable distributed-memory sparse direct solver for unsymmetric linear systems", ACM
-// Trans. Math. Softw. 29(2), 2003), its solves on the host with iterative refinement.
+// Trans. Math. Softw. 29(2), 2003), its solves where SolverOptions::placement puts them (as for
+// EigenCholesky), with iterative refinement.
 #pragma once
 
 #include <Eigen/Core>
@@ -286,7 +287,8 @@ class EigenCholesky {
 /// MatrixType: `Eigen::SparseMatrix<double, Eigen::ColMajor, StorageIndex>` (compressed or not, inner
 /// indices sorted or not; any signed StorageIndex, but n must fit spade's 32-bit index_t). Indices are
 /// 0-based. All of A is read (both triangles), never modified; the factor, a copy of A (the Solver's, for
-/// the refinement of A X = B) and A^T (this adapter's, for that of A^T X = B) live in host memory.
+/// the refinement of A X = B) and A^T (this adapter's, for that of A^T X = B) live in host memory, and the
+/// factor on the GPU too when the solves run there (SolverOptions::placement; report()->gpu says where).
 ///
 /// Where it differs from Eigen::SparseLU:
 ///   - analyzePattern(A) reads A's values as well as its pattern (the matching chooses the row permutation
@@ -311,8 +313,9 @@ class EigenCholesky {
 ///                           analyzePattern(); spade::NumericalError (not_finite: the factor overflowed,
 ///                           naming a column in A's numbering) from factorize()
 /// Misuse throws spade::InvalidInput: factorize() before a successful analyzePattern(), solve() without a
-/// successful factorization, a right-hand side whose row count is not rows(), a NaN/Inf in it, and
-/// SolverOptions with placement gpu (the LU solves on the host).
+/// successful factorization, a right-hand side whose row count is not rows(), and a NaN/Inf in it. With
+/// placement gpu, a GPU that cannot take the factor is a failure of factorize() (Eigen::InvalidInput, as
+/// other spade::ResourceErrors).
 template <typename MatrixType>
 class EigenLU {
   static_assert(std::is_same<typename MatrixType::Scalar, double>::value, "spade::EigenLU needs double values");
@@ -328,15 +331,9 @@ class EigenLU {
 
   /// A solver with the given options: ordering and supernode relaxation (options.analyze), threads, and
   /// the refinement of every solve (options.refine; max_steps = 0 solves once and still reports berr).
-  /// They apply from the next analyzePattern(). options.factorization is set to lu and options.placement
-  /// to cpu, so that no GPU is brought up for solves that run on the host. Throws InvalidInput for
-  /// placement gpu.
-  explicit EigenLU(const SolverOptions& options) : options_(options) {
-    if (options.placement == Placement::gpu)
-      throw InvalidInput("EigenLU: placement gpu was requested, but the LU solves on the host");
-    options_.factorization = Factorization::lu;
-    options_.placement = Placement::cpu;
-  }
+  /// They apply from the next analyzePattern(). options.factorization is set to lu; options.placement says
+  /// where the solves run (automatic: the GPU when one is usable).
+  explicit EigenLU(const SolverOptions& options) : options_(options) { options_.factorization = Factorization::lu; }
 
   /// Same as EigenLU() followed by compute(A).
   explicit EigenLU(const MatrixType& A) : EigenLU() { compute(A); }

@@ -124,6 +124,15 @@ class LuFactor {
   double pivot_threshold() const noexcept { return pivot_threshold_; }
   int threads() const noexcept { return threads_; }
 
+  /// Increases with every factorization (construction included); a GPU copy of the values records the
+  /// generation it copied, so that it cannot be used once the values have changed.
+  std::uint64_t generation() const noexcept { return generation_; }
+
+  /// All L panels, back to back at structure().panel_offset (panel_offset.back() entries), and all U
+  /// panels, back to back in supernode order ((m - k) k entries each, as u_panel()).
+  const std::vector<double>& l_values() const noexcept { return l_values_; }
+  const std::vector<double>& u_values() const noexcept { return u_values_; }
+
   const double* l_panel(index_t s) const noexcept { return l_values_.data() + structure().panel_offset[s]; }
   const double* u_panel(index_t s) const noexcept { return u_values_.data() + u_offset_[s]; }
   const index_t* pivots(index_t s) const noexcept { return pivots_.data() + structure().supernode_begin[s]; }
@@ -140,6 +149,7 @@ class LuFactor {
   std::shared_ptr<const LuSymbolic> symbolic_;
   int threads_ = 1;
   bool valid_ = false;
+  std::uint64_t generation_ = 0;
   index_t perturbed_pivots_ = 0;
   double pivot_threshold_ = 0;
   std::vector<double> l_values_, u_values_;

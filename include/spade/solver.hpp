@@ -24,8 +24,10 @@
 // A's values as well (the matching); `automatic` analyzes for Cholesky when A's pattern is symmetric and for
 // the LU otherwise, and at factorize() switches to the LU, saying why in report().factorization_reason, when
 // A's values are not symmetric or the Cholesky finds A not positive definite. An LU factor solves on the
-// host: the GPU solve plan serves only Cholesky factors (placement `automatic` says so in
-// placement_reason; placement `gpu` is a ResourceError).
+// GPU too, with the same placement rules: its plan is built beside the factorization and its values
+// (both triangles, and the row interchanges as index maps) go up once the factorization returns
+// (GpuSolvePlan::upload_lu in solve/gpu_solve.hpp); an LU with perturbed pivots refines on the host,
+// where GMRES-IR recovers what classical refinement cannot.
 //
 // Threads: options.threads is used by the factorization (OpenMP over subtrees, BLAS at the top) and the
 // host solve; the plan's thread calls neither OpenMP nor BLAS. A Solver is used from one thread at a time
@@ -162,13 +164,13 @@ class Solver {
   /// when the GPU fails.
   void solve(double* X, index_t nrhs, index_t ldx, Memory memory = Memory::host);
 
-  /// Solves A^T X = B in place on the host (X in host memory, as solve()): the LU's transposed solve, or
-  /// solve() itself for a Cholesky factor. Same errors as solve().
+  /// Solves A^T X = B in place, X in host memory (as solve()), where solve() runs: the LU's transposed
+  /// solve, or solve() itself for a Cholesky factor. Same errors as solve().
   void solve_transposed(double* X, index_t nrhs, index_t ldx);
 
   /// Solves A X = B with iterative refinement (options.refine; the rules of solve.hpp's solve_refined)
-  /// against the last factorized A; an LU refines with lu_solve_refined (lu.hpp: GMRES-IR follows where
-  /// perturbed pivots stall classical refinement). B (leading dimension ldb) is not modified; X (ldx) receives the
+  /// against the last factorized A; an LU with perturbed pivots refines on the host with lu_solve_refined
+  /// (lu.hpp: GMRES-IR follows where they stall classical refinement), whatever the placement. B (leading dimension ldb) is not modified; X (ldx) receives the
   /// solution; both in host or device memory as `memory` says. On the GPU the iterates stay on the device
   /// until the end. Same errors as solve().
   RefinementResult solve_refined(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs,
