@@ -188,6 +188,7 @@ struct Row {
   index_t n = 0;
   double nnz_lu = 0;
   index_t perturbed = 0;
+  index_t supernodes = 0, groups = 0, tiles = 0, height = 0;
   double floor = 0, gpu1 = 0, gpu1_fwd = 0, gpu1_bwd = 0, gpu16 = 0, gpu_t = 0, host1 = 0;
   CusparseTimes cusparse;
   double factor = 0, plan = 0, visible = 0;
@@ -212,10 +213,14 @@ Row run_problem(const std::string& name, double bandwidth, int threads, int reps
     if (p.name == "numeric") row.factor = p.seconds;
   row.plan = report.plan->plan_seconds;
   row.visible = report.plan->visible_seconds;
+  row.groups = report.plan->groups;
+  row.tiles = report.plan->tiles;
+  row.height = report.plan->tree_height;
   const spade::LuFactor& F = solver.lu_factor();
   const spade::LuSymbolic& S = F.symbolic();
   row.nnz_lu = static_cast<double>(S.nnz_lu);
   row.perturbed = F.perturbed_pivots();
+  row.supernodes = S.structure->num_supernodes;
   row.floor = row.nnz_lu * (sizeof(double) + sizeof(int)) / bandwidth;
 
   std::mt19937_64 rng(1);
@@ -297,6 +302,10 @@ nlohmann::ordered_json row_json(const Row& r) {
           {"n", r.n},
           {"nnz_lu", r.nnz_lu},
           {"perturbed_pivots", r.perturbed},
+          {"supernodes", r.supernodes},
+          {"groups", r.groups},
+          {"tiles", r.tiles},
+          {"tree_height", r.height},
           {"comparisons", spade::bench::to_json({one})},
           {"floor_seconds", r.floor},
           {"forward_seconds", r.gpu1_fwd},
@@ -331,10 +340,10 @@ int main(int argc, char** argv) {
     const double bandwidth = spade::bench::copy_bandwidth();
     std::printf("device: %s\ncopy bandwidth (read + write): %.3f TB/s\nhost threads: %d\n\n",
                 spade::gpu_description().c_str(), bandwidth * 1e-12, threads);
-    std::printf("| matrix | n | nnz(L+U) | perturbed | floor ms | GPU ms (L + U) | GPU / floor | SpSV ms (L, U) | SpSV / GPU "
+    std::printf("| matrix | n | nnz(L+U) | perturbed | supernodes | groups / tiles | height | floor ms | GPU ms (L + U) | GPU / floor | SpSV ms (L, U) | SpSV / GPU "
                 "| host ms | host / GPU | GPU 16 rhs ms | 16 / 1 | GPU A^T ms | factor s | plan s | visible ms "
                 "| visible / factor | GPU vs host | SpSV vs host |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     std::fflush(stdout);
     std::vector<Row> rows;
     for (const std::string& name : problems) {
@@ -344,9 +353,9 @@ int main(int argc, char** argv) {
       }
       rows.push_back(run_problem(name, bandwidth, threads, reps, !no_baselines));
       const Row& r = rows.back();
-      std::printf("| %s | %d | %.3g | %d | %.4f | %.4f (%.4f + %.4f) | %.2f | %.3f | %.1fx | %.3f | %.1fx | %.4f | %.2f "
+      std::printf("| %s | %d | %.3g | %d | %d | %d / %d | %d | %.4f | %.4f (%.4f + %.4f) | %.2f | %.3f | %.1fx | %.3f | %.1fx | %.4f | %.2f "
                   "| %.4f | %.3f | %.3f | %.1f | %.1f%% | %.1e | %.1e |\n",
-                  r.name.c_str(), r.n, r.nnz_lu, r.perturbed, r.floor * 1e3, r.gpu1 * 1e3, r.gpu1_fwd * 1e3,
+                  r.name.c_str(), r.n, r.nnz_lu, r.perturbed, r.supernodes, r.groups, r.tiles, r.height, r.floor * 1e3, r.gpu1 * 1e3, r.gpu1_fwd * 1e3,
                   r.gpu1_bwd * 1e3, r.gpu1 / r.floor, r.cusparse.spsv * 1e3, r.cusparse.spsv / r.gpu1, r.host1 * 1e3,
                   r.host1 / r.gpu1, r.gpu16 * 1e3, r.gpu16 / r.gpu1, r.gpu_t * 1e3, r.factor, r.plan, r.visible * 1e3,
                   100 * r.visible / r.factor, r.error, r.cusparse_error);
