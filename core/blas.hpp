@@ -24,8 +24,11 @@ namespace spade {
 
 // The one place that calls OpenBLAS-only symbols: everything else sets BLAS threads through these.
 
-/// Sets OpenBLAS's thread count (process-wide: Debian 12's OpenBLAS 0.3.21 has no per-thread setting) for
-/// the lifetime of the object, and restores the count it found after.
+/// Sets OpenBLAS's thread count for the lifetime of the object, and restores the count it found after.
+/// Process-wide: Debian 12's OpenBLAS 0.3.21 has no safe per-thread count (its OpenMP variant takes the
+/// count from the calling thread's omp_get_max_threads(), but threads calling at different counts above 1
+/// rewrite its global count and worker buffers under each other and get wrong products:
+/// docs/benchmarks/blas_threads.md).
 class BlasThreads {
  public:
   explicit BlasThreads(int threads) : saved_(openblas_get_num_threads()) { set(threads); }
