@@ -49,6 +49,40 @@ SptrsvAlgorithm sptrsv_algorithm_from_string(const std::string& name) {
 
 namespace {
 
+/// A start and a stop event that time work on a stream: auto's trial solves.
+class TimingEvents {
+ public:
+  TimingEvents() {
+    SPADE_CUDA_CHECK(cudaEventCreate(&start_));
+    if (const cudaError_t status = cudaEventCreate(&stop_); status != cudaSuccess) {
+      cudaEventDestroy(start_);
+      SPADE_CUDA_CHECK(status);
+    }
+  }
+  ~TimingEvents() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  TimingEvents(const TimingEvents&) = delete;
+  TimingEvents& operator=(const TimingEvents&) = delete;
+
+  /// Records the events around `work` (which enqueues on `stream`), waits for the stop event, and returns
+  /// the time between them in microseconds.
+  template <typename Work>
+  double microseconds(cudaStream_t stream, Work&& work) {
+    SPADE_CUDA_CHECK(cudaEventRecord(start_, stream));
+    work();
+    SPADE_CUDA_CHECK(cudaEventRecord(stop_, stream));
+    SPADE_CUDA_CHECK(cudaEventSynchronize(stop_));
+    float ms = 0;
+    SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    return double(ms) * 1e3;
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
 /// One allocation holding several arrays, laid out first (add) and carved after (at). Every slab is taken in
 /// the analysis, stream-ordered from the current device's memory pool (cudaMallocAsync on its stream, so the
 /// application's pool settings apply): on an H100 that took 2 us for 2-8 MiB, where cudaMalloc took 45-120
@@ -254,7 +288,7 @@ struct SptrsvPlan<T>::Impl {
   void allocate_multi_rhs(cudaStream_t stream);
   bool fused_beats(double levr_us, cudaStream_t stream);
   void solve_pass(const ks::RhsPass<T>& rhs, int w, cudaStream_t stream);
-  double time_pass(const T* b, T* x, int w, cudaEvent_t start, cudaEvent_t stop, cudaStream_t stream);
+  double time_pass(const T* b, T* x, int w, TimingEvents& events, cudaStream_t stream);
   void measure(const DeviceTriangle<T>& a, const SptrsvOptions& options, double analysis_ms, cudaStream_t stream);
   void throw_if_stalled(cudaStream_t stream, const char* what);
   void check_status(cudaStream_t stream);            // check() for this plan's words
@@ -570,27 +604,16 @@ bool SptrsvPlan<T>::Impl::fused_beats(double levr_us, cudaStream_t stream) {
   trial.allocate(stream);
   T* b = trial.at<T>(o_b);
   SPADE_CUDA_CHECK(cudaMemsetAsync(b, 0, sizeof(T) * n, stream));
-  struct Events {
-    cudaEvent_t start = nullptr, stop = nullptr;
-    ~Events() {
-      if (start != nullptr) cudaEventDestroy(start);
-      if (stop != nullptr) cudaEventDestroy(stop);
-    }
-  } e;
-  SPADE_CUDA_CHECK(cudaEventCreate(&e.start));
-  SPADE_CUDA_CHECK(cudaEventCreate(&e.stop));
+  TimingEvents events;
   const ks::RhsPass<T> rhs{b, n, trial.at<T>(o_x), n, 1};
   bool faster = false;
   for (int attempt = 0; attempt < 2 && !faster; ++attempt) {
-    SPADE_CUDA_CHECK(cudaEventRecord(e.start, stream));
-    const int cur = parity[0];
-    ks::solve_fused(lower(), items, nitems, y[0][cur], y[0][1 - cur], rhs, schedule(), stream);
-    parity[0] = 1 - cur;
-    SPADE_CUDA_CHECK(cudaEventRecord(e.stop, stream));
-    SPADE_CUDA_CHECK(cudaEventSynchronize(e.stop));
-    float ms = 0;
-    SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, e.start, e.stop));
-    faster = double(ms) * 1e3 < levr_us;
+    const double us = events.microseconds(stream, [&] {
+      const int cur = parity[0];
+      ks::solve_fused(lower(), items, nitems, y[0][cur], y[0][1 - cur], rhs, schedule(), stream);
+      parity[0] = 1 - cur;
+    });
+    faster = us < levr_us;
   }
   throw_if_stalled(stream, "fused");
   return faster;
@@ -606,21 +629,15 @@ void SptrsvPlan<T>::Impl::throw_if_stalled(cudaStream_t stream, const char* what
 }
 
 template <typename T>
-double SptrsvPlan<T>::Impl::time_pass(const T* b, T* x, int w, cudaEvent_t start, cudaEvent_t stop,
-                                      cudaStream_t stream) {
+double SptrsvPlan<T>::Impl::time_pass(const T* b, T* x, int w, TimingEvents& events, cudaStream_t stream) {
   // One warm-up pass (the kernel's module may load), then one timed; the work does not depend on b. w = 0:
   // one right-hand side of `algorithm`; w = 1: kRhsPerPass of multi_algorithm (b and x hold that many
   // columns of n).
   const ks::RhsPass<T> rhs{b, stats.n, x, stats.n, w == 0 ? 1 : ks::kRhsPerPass};
   solve_pass(rhs, w, stream);
-  SPADE_CUDA_CHECK(cudaEventRecord(start, stream));
-  solve_pass(rhs, w, stream);
-  SPADE_CUDA_CHECK(cudaEventRecord(stop, stream));
-  SPADE_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  const double us = events.microseconds(stream, [&] { solve_pass(rhs, w, stream); });
   throw_if_stalled(stream, to_string(w == 0 ? algorithm : multi_algorithm));
-  return double(ms) * 1e3;
+  return us;
 }
 
 template <typename T>
@@ -656,15 +673,7 @@ void SptrsvPlan<T>::Impl::measure(const DeviceTriangle<T>& a, const SptrsvOption
   T* b = zero.at<T>(o_b);
   T* x = zero.at<T>(o_x);
   SPADE_CUDA_CHECK(cudaMemsetAsync(b, 0, sizeof(T) * columns * n, stream));
-  struct Events {
-    cudaEvent_t start = nullptr, stop = nullptr;
-    ~Events() {
-      if (start != nullptr) cudaEventDestroy(start);
-      if (stop != nullptr) cudaEventDestroy(stop);
-    }
-  } e;
-  SPADE_CUDA_CHECK(cudaEventCreate(&e.start));
-  SPADE_CUDA_CHECK(cudaEventCreate(&e.stop));
+  TimingEvents events;
   for (SptrsvAlgorithm t : choice.trials) {
     if (elapsed_ms() >= budget_ms) break;
     std::shared_ptr<Impl> candidate;
@@ -680,7 +689,7 @@ void SptrsvPlan<T>::Impl::measure(const DeviceTriangle<T>& a, const SptrsvOption
       q = candidate.get();
       if (q->algorithm != t) continue;  // a fallback: not the candidate
     }
-    const double us = q->time_pass(b, x, 0, e.start, e.stop, stream);
+    const double us = q->time_pass(b, x, 0, events, stream);
     ++stats.auto_trials;
     if (q == this && t == SptrsvAlgorithm::level_block && multi_algorithm == t) best_several = us;
     if (us < best_one) {
@@ -692,7 +701,7 @@ void SptrsvPlan<T>::Impl::measure(const DeviceTriangle<T>& a, const SptrsvOption
   if (several_rhs && winner != nullptr && winner->multi_algorithm == winner->algorithm) {
     const double several = winner->algorithm == SptrsvAlgorithm::level_block
                                ? best_one
-                               : winner->time_pass(b, x, 1, e.start, e.stop, stream);
+                               : winner->time_pass(b, x, 1, events, stream);
     if (several < best_several) runs_several = winner == this ? nullptr : runs_one;
   }
   stats.auto_trial_ms = elapsed_ms();
