@@ -50,19 +50,21 @@ inline const char* const kLuMatrices[] = {
 
 // Nonsingular matrices (UMFPACK solves them) whose factor has perturbed pivots (NSR8K 777, nnc1374 20,
 // rajat19 6, cryg2500 1) and on which classical refinement stagnates: lu_solve_refined continues with
-// GMRES-IR. It reaches the target on rajat19 and cryg2500 (both systems) and on nnc1374's A^T X = B. It
-// stagnates on nnc1374's A X = B (berr about 4e-6: restarted GMRES stalls short of its inner tolerance)
-// and on NSR8K (berr 1: the first solve's residual is about 1e35, the factor's growth is beyond what
-// GMRES preconditioned with it recovers in double); there the test demands the honest outcome, a result
-// that says it did not converge.
+// GMRES-IR. It reaches the target on rajat19 and cryg2500 (both systems), always. On NSR8K it stagnates
+// (berr 1: the first solve's residual is about 1e35, the factor's growth is beyond what GMRES
+// preconditioned with it recovers in double). nnc1374 sits at the edge: the factor's rounding follows the
+// thread count (the subtrees' schedule), and with it which system converges: on the 2-core machine A^T X = B
+// converges and A X = B stagnates at berr 4e-6; at 16 threads (the GPU machine's host) A X = B converges
+// and A^T X = B stagnates at 9e-8. Where a system "may stagnate", the test demands an honest outcome:
+// converged to the target, or a result that says it did not converge.
 struct PerturbedCase {
   const char* file;
-  bool converges, transposed_converges;
+  bool converges, transposed_converges;  ///< true: must converge; false: may stagnate (and must say so)
 };
 inline const PerturbedCase kPerturbed[] = {{"NSR8K.mtx.gz", false, false},
-                                    {"cryg2500.mtx.gz", true, true},
-                                    {"nnc1374.mtx.gz", false, true},
-                                    {"rajat19.mtx.gz", true, true}};
+                                           {"cryg2500.mtx.gz", true, true},
+                                           {"nnc1374.mtx.gz", false, false},
+                                           {"rajat19.mtx.gz", true, true}};
 
 inline const PerturbedCase* perturbed_case(const std::string& file) {
   for (const PerturbedCase& c : kPerturbed)

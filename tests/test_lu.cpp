@@ -283,7 +283,7 @@ TEST_P(LuRealMatrix, BackwardErrorWithinTenRefinementSteps) {
       EXPECT_LE(outcome->steps.size(), 11u) << file;
       EXPECT_TRUE(outcome->steps.back().gmres) << file << ": classical refinement stagnates, GMRES-IR follows";
       EXPECT_GT(outcome->steps.back().inner_iterations, 0) << file;
-      if (converges) {
+      if (converges || outcome->converged) {  // a system that may stagnate may also converge
         EXPECT_TRUE(outcome->converged) << file;
         EXPECT_LE(outcome->solution.berr, 1e-13) << file;
       } else {
