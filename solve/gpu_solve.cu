@@ -744,6 +744,58 @@ HostRegistration::~HostRegistration() {
   if (ok_) cudaHostUnregister(data_);
 }
 
+void load_gpu_libraries() {
+  // Where CUDA loads modules lazily, the first calls of cuBLAS's trsm and cuSOLVER's trtri cost tens of
+  // milliseconds; those of a 256 x 256 identity load what the plans' inversions use (the plan's
+  // warm_up_inversion then loads what its own sizes add). Measured on an H100 with bench_solve, bcsstk14
+  // first in its process: the plan's build went from 52-160 to 7 ms, the wait after the factorization from
+  // 35-139 to 2.6 ms.
+  constexpr int k = 256;
+  struct Handles {
+    cudaStream_t stream = nullptr;
+    cublasHandle_t cublas = nullptr;
+    cusolverDnHandle_t cusolver = nullptr;
+    cusparseHandle_t cusparse = nullptr;
+    ~Handles() {
+      if (stream != nullptr) cudaStreamSynchronize(stream);
+      if (cusparse != nullptr) cusparseDestroy(cusparse);
+      if (cusolver != nullptr) cusolverDnDestroy(cusolver);
+      if (cublas != nullptr) cublasDestroy(cublas);
+      if (stream != nullptr) cudaStreamDestroy(stream);
+    }
+  } h;
+  SPADE_CUDA_CHECK(cudaStreamCreateWithFlags(&h.stream, cudaStreamNonBlocking));
+  cublas_check(cublasCreate(&h.cublas), "cublasCreate");
+  cublas_check(cublasSetStream(h.cublas, h.stream), "cublasSetStream");
+  cusolver_check(cusolverDnCreate(&h.cusolver), "cusolverDnCreate");
+  cusolver_check(cusolverDnSetStream(h.cusolver, h.stream), "cusolverDnSetStream");
+  cusparse_check(cusparseCreate(&h.cusparse), "cusparseCreate");
+  // A 2k x k panel: the identity over k rows of zeros, as a supernode's [L11; L21].
+  std::vector<double> identity(2 * k * k, 0.0);
+  for (int i = 0; i < k; ++i) identity[i + i * 2 * k] = 1.0;
+  DeviceArray<double> panel(identity, h.stream);
+  DeviceArray<int> info(1, h.stream);
+  const double one = 1.0;
+  cublas_check(cublasDtrsm(h.cublas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, k, k,
+                           &one, panel.get(), 2 * k, panel.get() + k, 2 * k),
+               "cublasDtrsm");
+  std::size_t device_bytes = 0, host_bytes = 0;
+  cusolver_check(cusolverDnXtrtri_bufferSize(h.cusolver, CUBLAS_FILL_MODE_LOWER, CUBLAS_DIAG_NON_UNIT, k, CUDA_R_64F,
+                                             panel.get(), 2 * k, &device_bytes, &host_bytes),
+                 "cusolverDnXtrtri_bufferSize");
+  DeviceArray<char> work(std::max<std::size_t>(device_bytes, 1), h.stream);
+  std::vector<char> host(std::max<std::size_t>(host_bytes, 1));
+  cusolver_check(cusolverDnXtrtri(h.cusolver, CUBLAS_FILL_MODE_LOWER, CUBLAS_DIAG_NON_UNIT, k, CUDA_R_64F, panel.get(),
+                                  2 * k, work.get(), device_bytes, host.data(), host.size(), info.get()),
+                 "cusolverDnXtrtri");
+  kernels::load_supernodal_kernels();
+  for (int width = 1; width <= GpuSolvePlan::kMaxWidth; width *= 2) {
+    kernels::supernodal_blocks_per_sm(width, true);
+    kernels::supernodal_blocks_per_sm(width, false);
+  }
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(h.stream));  // `identity` and `host` are read until here
+}
+
 void gpu_memory(std::size_t& free_bytes, std::size_t& total_bytes) {
   SPADE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
 }

@@ -210,6 +210,12 @@ class HostRegistration {
   bool ok_ = false;
 };
 
+/// Brings up cuBLAS, cuSOLVER and cuSPARSE on the current device (a handle of each, created and destroyed)
+/// and loads the solve kernels' modules, so that a plan built later does not pay their start-up (on a small
+/// factor, that start-up is most of what a caller would wait for after the factorization). The Solver calls
+/// it on its probe thread, beside the analysis. Throws ResourceError for a CUDA or library failure.
+void load_gpu_libraries();
+
 /// The current device in one line: name, compute capability, multiprocessors and free / total memory.
 std::string gpu_description();
 

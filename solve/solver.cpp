@@ -524,6 +524,7 @@ void Solver::analyze(const SparseMatrix& A) {
     probe = start_thread("GPU probe", [&] {
       try {
         s.device_ok = probe_device(s.device, s.device_description, s.device_problem);
+        if (s.device_ok) load_gpu_libraries();
       } catch (...) {
         probe_error = std::current_exception();
       }
