@@ -209,7 +209,7 @@ std::shared_ptr<const LuSymbolic> analyze_lu(const SparseMatrix& A, const LuAnal
 }
 
 LuFactor::LuFactor(std::shared_ptr<const LuSymbolic> symbolic, const SparseMatrix& A, const LuFactorOptions& options)
-    : symbolic_(std::move(symbolic)) {
+    : symbolic_(std::move(symbolic)), progress_(options.progress) {
   if (!symbolic_ || !symbolic_->structure) throw InvalidInput("factorize: no LU analysis given");
   threads_ = std::min(options.threads > 0 ? options.threads : omp_get_max_threads(), omp_get_num_procs());
   const SymbolicFactor& S = structure();
@@ -259,7 +259,9 @@ void LuFactor::factor_all(const SparseMatrix& A) {
       [&](index_t s, std::vector<index_t>& relpos, std::vector<double>& work) {
         factor_supernode(s, A, relpos, work, perturbed[s]);
       },
-      [](index_t, index_t) {});
+      [&](index_t first, index_t last) {
+        if (progress_) progress_(*this, first, last);
+      });
   perturbed_pivots_ = std::accumulate(perturbed.begin(), perturbed.end(), index_t{0});
 }
 

@@ -95,9 +95,9 @@ void launch_invert_small(const int* list, int count, const int* supernode_begin,
 
 /// The panels of an LU factor (include/spade/lu.hpp) in the layout of a Cholesky's, for the selective
 /// inversion, in two steps for the supernodes first .. last:
-///  - launch_lu_expand_u: each packed U panel (U12^T, (m - k) x k, leading dimension m - k, at u_offset[s]
-///    of `packed`) goes below the diagonal block of u_values's panel (m x k, leading dimension m, at
-///    panel_offset[s]);
+///  - launch_lu_expand_u: each packed U panel (U12^T, (m - k) x k, leading dimension m - k, at
+///    u_offset[s] - packed_origin of `packed`) goes below the diagonal block of u_values's panel (m x k,
+///    leading dimension m, at panel_offset[s]);
 ///  - launch_lu_diagonal_blocks: u_values's diagonal block becomes U11^T (read from l_values, where getrf
 ///    left U11 on and above the diagonal; zeros above it), then l_values's becomes the unit lower L11 (ones
 ///    on the diagonal, zeros above). The result [U11^T; U12^T] and [L11; L21] are lower-trapezoidal panels
@@ -105,7 +105,7 @@ void launch_invert_small(const int* list, int count, const int* supernode_begin,
 /// `packed` may lie in l_values's memory as long as the copy of the L panels follows the first step.
 void launch_lu_expand_u(int first, int last, const int* supernode_begin, const long long* row_ptr,
                         const long long* panel_offset, const long long* u_offset, const double* packed,
-                        double* u_values, cudaStream_t stream);
+                        long long packed_origin, double* u_values, cudaStream_t stream);
 void launch_lu_diagonal_blocks(int first, int last, const int* supernode_begin, const long long* row_ptr,
                                const long long* panel_offset, double* l_values, double* u_values, cudaStream_t stream);
 

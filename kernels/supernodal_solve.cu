@@ -653,11 +653,11 @@ constexpr int kLuPanelThreads = 128;
 __global__ void __launch_bounds__(kLuPanelThreads)
     lu_expand_u_kernel(int first, int last, const int* supernode_begin, const long long* row_ptr,
                        const long long* panel_offset, const long long* u_offset, const double* packed,
-                       double* u_values) {
+                       long long packed_origin, double* u_values) {
   for (int s = first + blockIdx.x; s <= last; s += gridDim.x) {
     const int k = supernode_begin[s + 1] - supernode_begin[s];
     const long long m = row_ptr[s + 1] - row_ptr[s], below = m - k;
-    const double* from = packed + u_offset[s];
+    const double* from = packed + (u_offset[s] - packed_origin);
     double* to = u_values + panel_offset[s] + k;
     for (long long e = threadIdx.x; e < below * k; e += blockDim.x) {
       const long long c = e / below, r = e - c * below;
@@ -723,10 +723,10 @@ int blocks_for(bool forward) {
 
 void launch_lu_expand_u(int first, int last, const int* supernode_begin, const long long* row_ptr,
                         const long long* panel_offset, const long long* u_offset, const double* packed,
-                        double* u_values, cudaStream_t stream) {
+                        long long packed_origin, double* u_values, cudaStream_t stream) {
   if (first > last) return;
   lu_expand_u_kernel<<<lu_panel_grid(first, last), kLuPanelThreads, 0, stream>>>(
-      first, last, supernode_begin, row_ptr, panel_offset, u_offset, packed, u_values);
+      first, last, supernode_begin, row_ptr, panel_offset, u_offset, packed, packed_origin, u_values);
   SPADE_CUDA_CHECK_LAUNCH();
 }
 

@@ -147,7 +147,9 @@ struct GpuSolvePlan::Device {
   DeviceArray<double> values_u, row_scale, col_scale, scaled;
   DeviceArray<int> row_indices_l, perm_r;
   DeviceArray<long long> u_offset;
+  std::vector<long long> u_offset_host;
   std::vector<int> host_rows_l, host_perm_r;
+  cudaEvent_t maps_copied = nullptr;  // the copies of host_rows_l and host_perm_r are done
   DeviceArray<int> counters;                   // ready (ns), done (ns), tickets (2)
   DeviceArray<kernels::DeviceStatus> status;   // [0] solves, [1] inversions
   DeviceArray<char> trtri_work;
@@ -160,6 +162,7 @@ struct GpuSolvePlan::Device {
   std::vector<cudaEvent_t> events;  // three per pass: start, between the sweeps, end
 
   ~Device() {
+    if (maps_copied != nullptr) cudaEventDestroy(maps_copied);
     for (cudaEvent_t e : events) cudaEventDestroy(e);
     if (cusolver != nullptr) cusolverDnDestroy(cusolver);
     if (cublas != nullptr) cublasDestroy(cublas);
@@ -240,7 +243,10 @@ GpuSolvePlan::GpuSolvePlan(std::shared_ptr<const SymbolicFactor> symbolic, std::
     d.values_u = DeviceArray<double>(static_cast<std::size_t>(S.panel_offset.back()), st);
     d.row_indices_l = DeviceArray<int>(S.row_indices.size(), st);
     d.perm_r = DeviceArray<int>(n, st);
-    d.u_offset = DeviceArray<long long>(packed_u_offsets(S), st);
+    d.u_offset_host = packed_u_offsets(S);
+    d.u_offset = DeviceArray<long long>(d.u_offset_host, st);
+    SPADE_CUDA_CHECK(cudaEventCreateWithFlags(&d.maps_copied, cudaEventDisableTiming));
+    SPADE_CUDA_CHECK(cudaEventRecord(d.maps_copied, st));
     d.row_scale = DeviceArray<double>(lu_->row_scale, st);
     d.col_scale = DeviceArray<double>(lu_->col_scale, st);
     d.scaled = DeviceArray<double>(vector, st);
@@ -350,16 +356,51 @@ void GpuSolvePlan::invert_all(double* values, int* info) {
   for (std::size_t i = 0; i < schedule_.large_inverse.size(); ++i) invert_large(schedule_.large_inverse[i], values, info + i);
 }
 
-void GpuSolvePlan::upload_lu(const LuFactor& F) {
+void GpuSolvePlan::upload_lu(const double* l_values, const double* u_values, index_t first, index_t last) {
+  const SymbolicFactor& S = *symbolic_;
   if (!lu_) throw InvalidInput("GpuSolvePlan::upload_lu: this plan is of a Cholesky factor");
-  if (F.symbolic_ptr() != lu_) throw InvalidInput("GpuSolvePlan::upload_lu: the factor is of another analysis");
-  if (!F.valid()) throw InvalidInput("GpuSolvePlan::upload_lu: the factor's last factorization failed");
+  if (first < 0 || last >= S.num_supernodes || first > last)
+    throw InvalidInput("GpuSolvePlan::upload_lu: bad supernode range " + std::to_string(first) + " .. " + std::to_string(last));
+  Device& d = *device_;
+  const cudaStream_t st = upload_stream_;
+  const offset_t begin = S.panel_offset[first], end = S.panel_offset[last + 1];
+  const long long u_begin = d.u_offset_host[first], u_end = d.u_offset_host[last + 1];
+  double* staging = d.values.get() + begin;  // the range's M^L, free until its L panels arrive
+  if (u_end > u_begin)
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(staging, u_values + u_begin, static_cast<std::size_t>(u_end - u_begin) * sizeof(double),
+                                     cudaMemcpyHostToDevice, st));
+  kernels::launch_lu_expand_u(static_cast<int>(first), static_cast<int>(last), d.supernode_begin.get(), d.row_ptr.get(),
+                              d.panel_offset.get(), d.u_offset.get(), staging, u_begin, d.values_u.get(), st);
+  SPADE_CUDA_CHECK(cudaMemcpyAsync(staging, l_values + begin, static_cast<std::size_t>(end - begin) * sizeof(double),
+                                   cudaMemcpyHostToDevice, st));
+  kernels::launch_lu_diagonal_blocks(static_cast<int>(first), static_cast<int>(last), d.supernode_begin.get(),
+                                     d.row_ptr.get(), d.panel_offset.get(), d.values.get(), d.values_u.get(), st);
+  const auto range = [&](const std::vector<index_t>& list) {
+    const auto lo = std::lower_bound(list.begin(), list.end(), first);
+    const auto hi = std::upper_bound(lo, list.end(), last);
+    return std::make_pair(lo - list.begin(), hi - list.begin());
+  };
+  const auto small = range(schedule_.small_inverse);
+  const auto large = range(schedule_.large_inverse);
+  const std::size_t large_count = schedule_.large_inverse.size();
+  for (double* values : {d.values.get(), d.values_u.get()}) {
+    kernels::launch_invert_small(d.small_list.get() + small.first, static_cast<int>(small.second - small.first),
+                                 d.supernode_begin.get(), d.row_ptr.get(), d.panel_offset.get(), values,
+                                 d.status.get() + 1, st);
+    int* info = d.large_info.get() + (values == d.values.get() ? 0 : large_count);
+    for (auto i = large.first; i < large.second; ++i) invert_large(schedule_.large_inverse[i], values, info + i);
+  }
+}
+
+void GpuSolvePlan::finish_lu(const LuFactor& F) {
+  if (!lu_) throw InvalidInput("GpuSolvePlan::finish_lu: this plan is of a Cholesky factor");
+  if (F.symbolic_ptr() != lu_) throw InvalidInput("GpuSolvePlan::finish_lu: the factor is of another analysis");
+  if (!F.valid()) throw InvalidInput("GpuSolvePlan::finish_lu: the factor's last factorization failed");
   const SymbolicFactor& S = *symbolic_;
   const LuSymbolic& L = *lu_;
   Device& d = *device_;
-  const cudaStream_t st = upload_stream_;
-  generation_ = 0;
-  SPADE_CUDA_CHECK(cudaStreamSynchronize(st));  // the host copies of an earlier upload are read no more
+  // The host maps of an earlier factorization may still be read by their copies.
+  SPADE_CUDA_CHECK(cudaEventSynchronize(d.maps_copied));
   // q (order) and pos = q^{-1} of every supernode's interchanges, applied in the factorization's order.
   const index_t n = S.n;
   std::vector<index_t> order(static_cast<std::size_t>(n)), pos(static_cast<std::size_t>(n));
@@ -375,24 +416,19 @@ void GpuSolvePlan::upload_lu(const LuFactor& F) {
   d.host_rows_l.assign(S.row_indices.begin(), S.row_indices.end());
   for (index_t s = 0; s < S.num_supernodes; ++s)
     for (offset_t p = S.row_ptr[s] + S.supernode_cols(s); p < S.row_ptr[s + 1]; ++p) d.host_rows_l[p] = pos[S.row_indices[p]];
+  const cudaStream_t st = upload_stream_;
   SPADE_CUDA_CHECK(cudaMemcpyAsync(d.perm_r.get(), d.host_perm_r.data(), d.host_perm_r.size() * sizeof(int),
                                    cudaMemcpyHostToDevice, st));
   SPADE_CUDA_CHECK(cudaMemcpyAsync(d.row_indices_l.get(), d.host_rows_l.data(), d.host_rows_l.size() * sizeof(int),
                                    cudaMemcpyHostToDevice, st));
-  // The packed U panels pass through M^L's memory (they are smaller) before the L panels arrive there.
-  const int last = static_cast<int>(S.num_supernodes) - 1;
-  if (!F.u_values().empty())
-    SPADE_CUDA_CHECK(cudaMemcpyAsync(d.values.get(), F.u_values().data(), F.u_values().size() * sizeof(double),
-                                     cudaMemcpyHostToDevice, st));
-  kernels::launch_lu_expand_u(0, last, d.supernode_begin.get(), d.row_ptr.get(), d.panel_offset.get(), d.u_offset.get(),
-                              d.values.get(), d.values_u.get(), st);
-  if (!F.l_values().empty())
-    SPADE_CUDA_CHECK(cudaMemcpyAsync(d.values.get(), F.l_values().data(), F.l_values().size() * sizeof(double),
-                                     cudaMemcpyHostToDevice, st));
-  kernels::launch_lu_diagonal_blocks(0, last, d.supernode_begin.get(), d.row_ptr.get(), d.panel_offset.get(),
-                                     d.values.get(), d.values_u.get(), st);
-  invert_all(d.values.get(), d.large_info.get());
-  invert_all(d.values_u.get(), d.large_info.get() + schedule_.large_inverse.size());
+  SPADE_CUDA_CHECK(cudaEventRecord(d.maps_copied, st));
+}
+
+void GpuSolvePlan::upload_lu(const LuFactor& F) {
+  if (F.symbolic_ptr() != lu_) throw InvalidInput("GpuSolvePlan::upload_lu: the factor is of another analysis");
+  if (symbolic_->num_supernodes > 0)
+    upload_lu(F.l_values().data(), F.u_values().data(), 0, symbolic_->num_supernodes - 1);
+  finish_lu(F);
 }
 
 void GpuSolvePlan::invert_large(index_t s, double* values, int* info) {

@@ -77,19 +77,29 @@ class GpuSolvePlan {
   /// stream. The host values must not change until finish_values() returns. Call from one thread.
   void upload(const double* values, index_t first, index_t last);
 
-  /// The LU plan's upload of F (a factor of this plan's analysis), after begin_values(): the L panels and
-  /// the packed U panels are copied up and rearranged on the GPU into M^L = [L11; L21] and
-  /// M^U = [U11^T; U12^T] (kernels/supernodal_kernels.hpp), and both are selectively inverted, as a
-  /// Cholesky's panel. F's row interchanges inside its diagonal blocks (Q C = L U) become an index map:
-  /// position p of a supernode's columns holds C's row q(p) after the interchanges, and M^L's row indices
-  /// below the diagonal blocks are positions (pos(t) for C's row t), so the forward sweep of L reads the
-  /// right-hand side through q once and needs no interchange on the device. The sweeps then are those of
-  /// the Cholesky with one panel set each:
+  /// The LU plan's upload of supernodes first .. last (inclusive), after begin_values(), as the
+  /// factorization finishes them (LuProgress): their L panels (from l_values, laid out by panel_offset)
+  /// and packed U panels (from u_values, as LuFactor::u_values()) are copied up and rearranged on the GPU
+  /// into M^L = [L11; L21] and M^U = [U11^T; U12^T] (kernels/supernodal_kernels.hpp; the packed U panels
+  /// pass through M^L's memory of the range, which they do not outgrow, before the L panels arrive there),
+  /// and both are selectively inverted, as a Cholesky's panel, asynchronously on the upload stream. The
+  /// host values must not change until finish_values() returns. Call from one thread.
+  void upload_lu(const double* l_values, const double* u_values, index_t first, index_t last);
+
+  /// The LU plan's index maps, once F (a factor of this plan's analysis, after its uploads) is complete.
+  /// F's row interchanges inside its diagonal blocks (Q C = L U) become positions: position p of a
+  /// supernode's columns holds C's row q(p) after the interchanges, and M^L's row indices below the
+  /// diagonal blocks are positions (pos(t) for C's row t), so the forward sweep of L reads the right-hand
+  /// side through q once and needs no interchange on the device. The sweeps then are the Cholesky's with
+  /// one panel set each:
   ///   A x = b:    Dr and Pr, then q, forward with M^L; backward with M^U; then Dc (gpu_solve.cu).
   ///   A^T x = b:  Dc, forward with M^U; backward with M^L, whose solution is in positions; then q^{-1}, Pr^T
   ///               and Dr.
-  /// F's values are read during the call only; then call finish_values(F.generation()). Throws
-  /// InvalidInput when this is not an LU plan, F is of another analysis or invalid; ResourceError for CUDA.
+  /// Then call finish_values(F.generation()). Throws InvalidInput when this is not an LU plan, F is of
+  /// another analysis or invalid; ResourceError for CUDA.
+  void finish_lu(const LuFactor& F);
+
+  /// upload_lu of every supernode of F, then finish_lu(F): the whole factor after its factorization.
   void upload_lu(const LuFactor& F);
 
   /// Waits for every upload and inversion, checks the inversion's status, and marks the device values as

@@ -44,7 +44,8 @@ std::thread start_thread(const char* what, F&& f) {
 class RangeQueue {
  public:
   struct Range {
-    const double* values;
+    const double* values;    // a Cholesky factor's values, or an LU's L panels
+    const double* u_values;  // an LU's packed U panels; null for a Cholesky factor
     index_t first, last;
   };
   void open() {
@@ -74,7 +75,7 @@ class RangeQueue {
     std::sort(out.begin(), out.end(), [](const Range& a, const Range& b) { return a.first < b.first; });
     std::size_t kept = 0;
     for (std::size_t i = 1; i < out.size(); ++i) {
-      if (out[i].first == out[kept].last + 1 && out[i].values == out[kept].values)
+      if (out[i].first == out[kept].last + 1 && out[i].values == out[kept].values && out[i].u_values == out[kept].u_values)
         out[kept].last = out[i].last;
       else
         out[++kept] = out[i];
@@ -271,74 +272,9 @@ struct Solver::Impl {
     set_phase("symbolic", lu_symbolic->symbolic_seconds);
   }
 
-  /// The LU's factorize(): the plan is built on its own thread beside the factorization (its row maps
-  /// depend on the pivots, so the values go up after it, in one upload_lu).
-  void factorize_lu(const SparseMatrix& A) {
-    const Placement placement = options.placement;
-    if (placement == Placement::gpu && !device_ok)
-      throw ResourceError("the GPU solve was requested (placement gpu), but " + device_problem);
-    this->A = A;
-    const bool try_gpu = placement != Placement::cpu && device_ok;
-    std::thread worker;
-    std::string problem;
-    std::exception_ptr gpu_error;
-    if (try_gpu) {
-      if (plan) plan->begin_values();  // the device copy is of no valid factor until the upload
-      worker = start_thread("GPU plan", [&] {
-        try {
-          SPADE_CUDA_CHECK(cudaSetDevice(device));
-          if (!plan) {
-            problem = build_plan();
-          } else {
-            residual->update_values(*this->A);
-            report.plan->plan_seconds = 0;
-          }
-        } catch (...) {
-          gpu_error = std::current_exception();
-        }
-      });
-    }
-    const auto t0 = Clock::now();
-    try {
-      if (lu) {
-        lu->refactorize(A);
-      } else {
-        LuFactorOptions fo;
-        fo.threads = options.threads;
-        lu.emplace(lu_symbolic, A, fo);
-      }
-    } catch (...) {
-      if (worker.joinable()) worker.join();
-      throw;
-    }
-    const double numeric = seconds_since(t0);
-    const auto returned = Clock::now();
-    if (worker.joinable()) worker.join();
-    report.threads = lu->threads();
-    report.perturbed_pivots = lu->perturbed_pivots();
-    set_phase("numeric", numeric, numeric > 0 ? lu_symbolic->flops * 1e-9 / numeric : 0);
-    if (!try_gpu) {
-      host_placement();
-      return;
-    }
-    if (!gpu_error && problem.empty()) {
-      try {
-        SPADE_CUDA_CHECK(cudaSetDevice(device));
-        const auto t1 = Clock::now();
-        plan->upload_lu(*lu);
-        plan->finish_values(lu->generation());
-        report.plan->upload_seconds = seconds_since(t1);
-        report.plan->pinned = false;
-      } catch (...) {
-        gpu_error = std::current_exception();
-      }
-    }
-    if (gpu_error || !problem.empty()) {
-      gpu_failed(problem, gpu_error);
-      return;
-    }
-    gpu_placement(returned);
-  }
+  /// factorize() of the current analysis, the Cholesky's or the LU's: on the host, with the GPU plan built
+  /// and fed on its own thread beside it when the solves go to the GPU (feed_plan).
+  void factorize_streaming(const SparseMatrix& A);
 
   /// The report's placement when the solves run on the host by choice or for want of a usable GPU.
   void host_placement() {
@@ -387,8 +323,6 @@ struct Solver::Impl {
   /// The GPU solve of A X = B (A^T X = B with trans yes) in place, X in host or device memory; fills the
   /// GPU fields of `times`.
   void gpu_solve(double* X, index_t nrhs, index_t ldx, Memory memory, Transpose trans, SolveTimes& times);
-
-  void factorize_cholesky(const SparseMatrix& A);
 
   void require_factor(const char* who) const {
     if (lu_symbolic) {
@@ -454,7 +388,7 @@ struct Solver::Impl {
   }
 
   /// The plan's thread during one factorization: plan (once), then every range the factorization
-  /// reports, then the wait for the last inversion. `existing` is the values of a factor that exists
+  /// reports, then (an LU's index maps and) the wait for the last inversion. `existing` is the values of a factor that exists
   /// before this factorization (a refactorization), page-locked here for the uploads; a first
   /// factorization's values are uploaded from pageable memory, since a failing constructor frees them
   /// and registered memory must outlive its registration. Sets `problem` to why the GPU cannot take the
@@ -480,10 +414,16 @@ struct Solver::Impl {
         while (queue.pop_all(ranges)) {
           if (!any) first_upload = Clock::now();
           any = true;
-          for (const RangeQueue::Range& range : ranges) plan->upload(range.values, range.first, range.last);
+          for (const RangeQueue::Range& range : ranges) {
+            if (lu_symbolic)
+              plan->upload_lu(range.values, range.u_values, range.first, range.last);
+            else
+              plan->upload(range.values, range.first, range.last);
+          }
         }
-        if (!factor_failed) {
-          plan->finish_values(factor->generation());
+        if (!factor_failed) {  // the factorization has returned (the queue is closed): the factor is complete
+          if (lu_symbolic) plan->finish_lu(*lu);
+          plan->finish_values(generation());
           report.plan->upload_seconds = any ? seconds_since(first_upload) : 0;
           report.plan->pinned = pinned && pinned->ok();
         }
@@ -568,12 +508,8 @@ void Solver::analyze(const SparseMatrix& A) {
 void Solver::factorize(const SparseMatrix& A) {
   Impl& s = *impl_;
   if (!s.symbolic) throw InvalidInput("Solver::factorize: call analyze() first");
-  if (s.lu_symbolic) {
-    s.factorize_lu(A);
-    return;
-  }
-  if (s.options.factorization != Factorization::automatic) {
-    s.factorize_cholesky(A);
+  if (s.lu_symbolic || s.options.factorization != Factorization::automatic) {
+    s.factorize_streaming(A);
     return;
   }
   // automatic: the Cholesky where it can, else the LU, saying why.
@@ -582,7 +518,7 @@ void Solver::factorize(const SparseMatrix& A) {
     why = "LU: A's values are not symmetric";
   } else {
     try {
-      s.factorize_cholesky(A);
+      s.factorize_streaming(A);
       return;
     } catch (const NumericalError& e) {
       if (e.kind() != NumericalError::Kind::not_positive_definite) throw;
@@ -590,10 +526,10 @@ void Solver::factorize(const SparseMatrix& A) {
     }
   }
   s.analyze_for_lu(A, why);
-  s.factorize_lu(A);
+  s.factorize_streaming(A);
 }
 
-void Solver::Impl::factorize_cholesky(const SparseMatrix& A) {
+void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
   Impl& s = *this;
   const Placement placement = s.options.placement;
   if (placement == Placement::gpu && !s.device_ok)
@@ -611,18 +547,30 @@ void Solver::Impl::factorize_cholesky(const SparseMatrix& A) {
   if (try_gpu) {
     s.queue.open();
     s.streaming = true;
+    // A Cholesky factor's values are page-locked for a refactorization's uploads; an LU's go up pageable.
     const double* existing = s.factor ? s.factor->values().data() : nullptr;
     worker = start_thread("GPU plan", [&, existing] { s.feed_plan(existing, factor_failed, problem, gpu_error); });
   }
   const auto t0 = Clock::now();
   try {
-    if (s.factor) {
+    if (s.lu_symbolic) {
+      if (s.lu) {
+        s.lu->refactorize(A);
+      } else {
+        LuFactorOptions fo;
+        fo.threads = s.options.threads;
+        fo.progress = [impl = &s](const LuFactor& f, index_t first, index_t last) {
+          if (impl->streaming) impl->queue.push({f.l_values().data(), f.u_values().data(), first, last});
+        };
+        s.lu.emplace(s.lu_symbolic, A, fo);
+      }
+    } else if (s.factor) {
       s.factor->refactorize(A);
     } else {
       FactorOptions fo;
       fo.threads = s.options.threads;
       fo.progress = [impl = &s](const NumericFactor& f, index_t first, index_t last) {
-        if (impl->streaming) impl->queue.push({f.values().data(), first, last});
+        if (impl->streaming) impl->queue.push({f.values().data(), nullptr, first, last});
       };
       s.factor.emplace(s.symbolic, A, fo);
     }
@@ -639,8 +587,10 @@ void Solver::Impl::factorize_cholesky(const SparseMatrix& A) {
   s.queue.close();
   const auto returned = Clock::now();
   if (worker.joinable()) worker.join();
-  s.report.threads = s.factor->threads();
-  s.set_phase("numeric", numeric, numeric > 0 ? s.symbolic->flops * 1e-9 / numeric : 0);
+  const double flops = s.lu_symbolic ? s.lu_symbolic->flops : s.symbolic->flops;
+  s.report.threads = s.lu ? s.lu->threads() : s.factor->threads();
+  if (s.lu) s.report.perturbed_pivots = s.lu->perturbed_pivots();
+  s.set_phase("numeric", numeric, numeric > 0 ? flops * 1e-9 / numeric : 0);
 
   if (!try_gpu) {
     s.host_placement();

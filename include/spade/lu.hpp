@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -80,11 +81,21 @@ struct LuSymbolic {
 /// scaling in double balances A; ResourceError when memory runs out or a size overflows.
 std::shared_ptr<const LuSymbolic> analyze_lu(const SparseMatrix& A, const LuAnalyzeOptions& options = {});
 
+class LuFactor;
+
+/// Progress of an LU factorization, as FactorProgress (cholesky.hpp) for the Cholesky: called from the
+/// factoring threads with (first, last) once supernodes first .. last hold their final L and U panels in
+/// factor.l_values() and factor.u_values() and their pivots; ranges never overlap and cover every supernode
+/// once; thread-safe, quick, no exceptions; it may read only the reported panels and pivots.
+using LuProgress = std::function<void(const LuFactor& factor, index_t first, index_t last)>;
+
 struct LuFactorOptions {
   /// Threads, as FactorOptions::threads of the Cholesky: independent subtrees on this many OpenMP threads
   /// with one BLAS thread each, then the top of the tree with this many BLAS threads (core/blas.hpp).
   /// 0 means omp_get_max_threads(); clamped to omp_get_num_procs().
   int threads = 0;
+  /// Called as supernodes become final (see LuProgress); empty for none. Kept for refactorize().
+  LuProgress progress;
 };
 
 /// The numeric LU factor Q C = L U of C (LuSymbolic), with Q the row interchanges inside the diagonal blocks.
@@ -147,6 +158,7 @@ class LuFactor {
                         index_t& perturbed);
 
   std::shared_ptr<const LuSymbolic> symbolic_;
+  LuProgress progress_;
   int threads_ = 1;
   bool valid_ = false;
   std::uint64_t generation_ = 0;

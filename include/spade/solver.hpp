@@ -24,10 +24,10 @@
 // A's values as well (the matching); `automatic` analyzes for Cholesky when A's pattern is symmetric and for
 // the LU otherwise, and at factorize() switches to the LU, saying why in report().factorization_reason, when
 // A's values are not symmetric or the Cholesky finds A not positive definite. An LU factor solves on the
-// GPU too, with the same placement rules: its plan is built beside the factorization and its values
-// (both triangles, and the row interchanges as index maps) go up once the factorization returns
-// (GpuSolvePlan::upload_lu in solve/gpu_solve.hpp); an LU with perturbed pivots refines on the host,
-// where GMRES-IR recovers what classical refinement cannot.
+// GPU too, with the same placement rules: its plan is built beside the factorization and fed both
+// triangles' panels as the factorization finishes them; its row interchanges become index maps once it
+// returns (GpuSolvePlan::upload_lu and finish_lu in solve/gpu_solve.hpp). An LU with perturbed pivots
+// refines on the host, where GMRES-IR recovers what classical refinement cannot.
 //
 // Threads: options.threads is used by the factorization (OpenMP over subtrees, BLAS at the top) and the
 // host solve; the plan's thread calls neither OpenMP nor BLAS. A Solver is used from one thread at a time
