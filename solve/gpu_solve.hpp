@@ -8,8 +8,7 @@
 //                    X and B in passes of up to 8 right-hand sides (kernels/supernodal_solve.cu).
 //                    The plan of an LU factor (lu.hpp) holds two such panel sets, [L11; L21] and
 //                    [U11^T; U12^T], on the same schedule: the forward sweep of A x = b runs on L's and the
-//                    backward sweep on U's, A^T x = b the other way round (see upload_lu).
-
+//                    backward sweep on U's, A^T x = b the other way round (see upload_lu and finish_lu).
 //   GpuResidual    - A on the device for iterative refinement: R = B - A X by cuSPARSE SpMM, and the
 //                    Oettli-Prager backward error with |A| |X| by cuSPARSE and one reduction kernel.
 //   HostRegistration - page-locks the host factor's values (cudaHostRegister) so uploads run as DMA.
