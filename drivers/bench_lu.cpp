@@ -11,8 +11,9 @@
 //   KLU:     klu_analyze (BTF and AMD); klu_factor; klu_solve (no refinement).
 // Backward errors are componentwise (spade::backward_error) with the original A; b_i = 1 + sin(i).
 //
-// Threads: spade runs on --threads (LuFactorOptions::threads, and OpenBLAS's threads for its solve);
-// UMFPACK calls OpenBLAS with --threads threads; KLU uses no BLAS and runs on one thread.
+// Threads: spade runs with its automatic count (LuFactorOptions::threads = 0) under OpenMP's maximum set to
+// --threads: at most --threads, fewer for a small factor; the table gives the count used. OpenBLAS runs
+// spade's solve and UMFPACK on --threads threads; KLU uses no BLAS and runs on one thread.
 //
 // A baseline that is too slow for the set is cut short, never run unbounded: after its analysis, KLU is
 // skipped when its own flop estimate exceeds --baseline-limit seconds at 1e9 flop/s (a threshold, not a
@@ -23,6 +24,7 @@
 // Prints a markdown table (docs/BENCHMARKS.md keeps the latest one, with the command that made it); --json
 // writes the same figures for scripts/plot_benchmarks.py (drivers/bench_json.hpp).
 #include <CLI/CLI.hpp>
+#include <omp.h>
 
 #include <cmath>
 #include <cstdio>
@@ -69,6 +71,7 @@ struct SpadeRun : Run {
   std::string ordering;
   double nnz_lu = 0;
   spade::index_t perturbed = 0;
+  int threads = 0;  ///< of the factorization (automatic, at most --threads)
   double berr_refined = 0;
   int refine_steps = 0;
   bool refine_converged = false;
@@ -78,8 +81,7 @@ SpadeRun run_spade(const spade::SparseMatrix& A, const std::vector<double>& b, i
   SpadeRun out;
   try {
     spade::set_blas_threads(threads);
-    spade::LuFactorOptions options;
-    options.threads = threads;
+    spade::LuFactorOptions options;  // automatic threads, at most omp_get_max_threads() = --threads (main)
     const spade::index_t n = A.rows();
     std::vector<double> ta, tf, ts, x;
     std::shared_ptr<const spade::LuSymbolic> S;
@@ -101,6 +103,7 @@ SpadeRun run_spade(const spade::SparseMatrix& A, const std::vector<double>& b, i
     out.ordering = spade::to_string(S->structure->ordering);
     out.nnz_lu = static_cast<double>(S->nnz_lu);
     out.perturbed = F->perturbed_pivots();
+    out.threads = F->threads();
   } catch (const std::exception& e) {
     out.failure = e.what();
   }
@@ -196,6 +199,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--json", json_path, "also write the figures as JSON to this file (drivers/bench_json.hpp)");
   CLI11_PARSE(app, argc, argv);
+  omp_set_num_threads(threads);  // spade's automatic count stays at or below --threads
   if (names.empty()) {
     names.assign(std::begin(spade::bench::kLuMatrices), std::end(spade::bench::kLuMatrices));
     names.insert(names.end(), std::begin(spade::bench::kLuGenerated), std::end(spade::bench::kLuGenerated));
@@ -203,16 +207,17 @@ int main(int argc, char** argv) {
 
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   std::vector<std::string> notes;
-  std::printf("Host: %s, %u hardware threads. spade: %d threads (OpenMP over subtrees, then OpenBLAS at the "
-              "top); UMFPACK: %d OpenBLAS threads; KLU: 1 thread. Median of %d run(s) of analysis, factorization "
-              "and one solve (1 right-hand side), wall clock; matrices from %s.\n\n",
+  std::printf("Host: %s, %u hardware threads. spade: automatic threads, at most %d (OpenMP over subtrees, then "
+              "OpenBLAS at the top; the count used in its column); UMFPACK: %d OpenBLAS threads; KLU: 1 thread. "
+              "Median of %d run(s) of analysis, factorization and one solve (1 right-hand side), wall clock; "
+              "matrices from %s.\n\n",
               cpu_name().c_str(), std::thread::hardware_concurrency(), threads, threads, reps,
               spade::testing::matrix_dir().c_str());
-  std::printf("| matrix | n | nnz(A) | ordering | nnz(L+U) spade | perturbed pivots | analyze s spade | factor s spade "
+  std::printf("| matrix | n | nnz(A) | ordering | nnz(L+U) spade | perturbed pivots | threads spade | analyze s spade | factor s spade "
               "| solve s spade | UMFPACK sym + num s | UMFPACK solve s | KLU analyze + factor s | KLU solve s | "
               "factor UMFPACK/spade | factor KLU/spade | berr spade | berr spade refined (steps) | berr UMFPACK | "
               "berr KLU |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& name : names) {
     const Problem p = spade::bench::problem_named(name);
     if (p.generated && no_generated) continue;
@@ -239,10 +244,10 @@ int main(int argc, char** argv) {
       if (run->failure) notes.push_back(p.name + ", " + solver + (run->skipped ? ": skipped, " : ": ") + *run->failure);
       else if (run->runs < reps) notes.push_back(p.name + ", " + solver + ": " + cut);
     }
-    char spade_cells[256] = "| - | - | - | error | error | error ";
+    char spade_cells[256] = "| - | - | - | - | error | error | error ";
     if (!s.failure)
-      std::snprintf(spade_cells, sizeof spade_cells, "| %s | %.3g | %d | %.3g | %.3g | %.3g ", s.ordering.c_str(),
-                    s.nnz_lu, s.perturbed, s.analyze, s.factor, s.solve);
+      std::snprintf(spade_cells, sizeof spade_cells, "| %s | %.3g | %d | %d | %.3g | %.3g | %.3g ", s.ordering.c_str(),
+                    s.nnz_lu, s.perturbed, s.threads, s.analyze, s.factor, s.solve);
     const std::string umf_factor = time_cell(umfpack, {umfpack.analyze, umfpack.factor}, reps);
     const std::string klu_factor = time_cell(klu, {klu.analyze, klu.factor}, reps);
     char refined[64] = "-";
@@ -272,6 +277,7 @@ int main(int argc, char** argv) {
       spade_json["ordering"] = s.ordering;
       spade_json["nnz_lu"] = s.nnz_lu;
       spade_json["perturbed_pivots"] = s.perturbed;
+      spade_json["threads"] = s.threads;
       spade_json["berr_refined"] = s.berr_refined;
       spade_json["refinement_steps"] = s.refine_steps;
       spade_json["refinement_converged"] = s.refine_converged;

@@ -66,7 +66,7 @@ struct Options {
   int refine = 10;                ///< maximum refinement steps
   std::string out;                ///< solution file, empty = none
   std::string json;               ///< JSON report file, empty = none
-  int threads = 0;                ///< 0 = OpenMP's default (OMP_NUM_THREADS or all cores)
+  int threads = 0;                ///< 0 = automatic (FactorOptions::threads)
   std::string device = "auto";    ///< where the solves run: "auto", "gpu" or "cpu"
   std::string factorization = "auto";  ///< "auto", "cholesky" or "lu" (solve, demo)
   std::string pattern_values = "reject";  ///< "reject", "ones" or "laplacian"
@@ -494,7 +494,7 @@ void add_solve_options(CLI::App* command, Options& o) {
       ->check(CLI::Range(0, std::numeric_limits<int>::max()))
       ->capture_default_str();
   command->add_option("--out", o.out, "write the solution to this Matrix Market array file");
-  command->add_option("--threads", o.threads, "OpenMP and OpenBLAS threads (default: OMP_NUM_THREADS or all cores)")
+  command->add_option("--threads", o.threads, "OpenMP and OpenBLAS threads (default: OMP_NUM_THREADS or all cores, fewer for a small factor)")
       ->check(CLI::Range(1, 4096));
   command->add_option("--factorization", o.factorization,
                       "auto (Cholesky for symmetric input, the LU when it is not positive definite, saying so; the "

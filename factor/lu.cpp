@@ -211,7 +211,7 @@ std::shared_ptr<const LuSymbolic> analyze_lu(const SparseMatrix& A, const LuAnal
 LuFactor::LuFactor(std::shared_ptr<const LuSymbolic> symbolic, const SparseMatrix& A, const LuFactorOptions& options)
     : symbolic_(std::move(symbolic)), progress_(options.progress) {
   if (!symbolic_ || !symbolic_->structure) throw InvalidInput("factorize: no LU analysis given");
-  threads_ = std::min(options.threads > 0 ? options.threads : omp_get_max_threads(), omp_get_num_procs());
+  threads_ = detail::factorization_threads(*symbolic_->structure, options.threads);
   const SymbolicFactor& S = structure();
   try {
     l_values_.resize(static_cast<std::size_t>(S.panel_offset.back()));

@@ -29,8 +29,10 @@ using FactorProgress = std::function<void(const NumericFactor& factor, index_t f
 struct FactorOptions {
   /// Threads for the factorization: independent subtrees run on this many OpenMP threads with one BLAS
   /// thread each; then the supernodes at the top of the tree run one after another with this many BLAS
-  /// threads. 0 means omp_get_max_threads() (OMP_NUM_THREADS). Either is clamped to omp_get_num_procs();
-  /// threads() reports the count used. OpenBLAS's own setting is restored after.
+  /// threads. 0 means automatic: omp_get_max_threads() (OMP_NUM_THREADS), but no more than the factor's
+  /// work keeps busy (one thread per 4e6 of the sum of k m^2 over the supernodes, factor/supernodal_tree.hpp;
+  /// a small matrix factors faster on fewer threads). Either is clamped to omp_get_num_procs(); threads()
+  /// reports the count used. OpenBLAS's own setting is restored after.
   int threads = 0;
   /// Called as supernodes become final (see FactorProgress); empty for none. Kept for refactorize().
   FactorProgress progress;

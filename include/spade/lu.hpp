@@ -92,7 +92,8 @@ using LuProgress = std::function<void(const LuFactor& factor, index_t first, ind
 struct LuFactorOptions {
   /// Threads, as FactorOptions::threads of the Cholesky: independent subtrees on this many OpenMP threads
   /// with one BLAS thread each, then the top of the tree with this many BLAS threads (core/blas.hpp).
-  /// 0 means omp_get_max_threads(); clamped to omp_get_num_procs().
+  /// 0 means automatic, as for the Cholesky: omp_get_max_threads(), no more than the factor's work keeps
+  /// busy. Clamped to omp_get_num_procs(); threads() reports the count used.
   int threads = 0;
   /// Called as supernodes become final (see LuProgress); empty for none. Kept for refactorize().
   LuProgress progress;

@@ -76,7 +76,7 @@ Factorization parse_factorization(const std::string& name);
 struct SolverOptions {
   AnalyzeOptions analyze;                      ///< ordering and supernode relaxation (of the LU's too)
   Factorization factorization = Factorization::cholesky;  ///< see the file comment
-  int threads = 0;  ///< factorization and host solve; 0 = omp_get_max_threads(); at most omp_get_num_procs()
+  int threads = 0;  ///< factorization and host solve; 0 = automatic (FactorOptions::threads); at most omp_get_num_procs()
   Placement placement = Placement::automatic;  ///< see the file comment
   RefineOptions refine;                        ///< for solve_refined
   /// Bytes of device memory the GPU solve may take; 0: the GPU's free memory. A plan that needs more is
