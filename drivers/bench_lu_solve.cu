@@ -54,26 +54,13 @@ struct Csr {
   std::vector<double> val;
 };
 
-/// q(p): C's row at position p after every supernode's interchanges (as GpuSolvePlan::upload_lu).
-std::vector<index_t> positions_order(const spade::LuFactor& F) {
-  const spade::SymbolicFactor& S = F.structure();
-  std::vector<index_t> order(static_cast<std::size_t>(S.n));
-  for (index_t s = 0; s < S.num_supernodes; ++s) {
-    const index_t f = S.supernode_begin[s], k = S.supernode_cols(s);
-    for (index_t c = 0; c < k; ++c) order[f + c] = f + c;
-    for (index_t c = 0; c < k; ++c) std::swap(order[f + c], order[F.pivots(s)[c]]);
-  }
-  return order;
-}
-
 /// L (strictly lower, its unit diagonal implied) and U (upper, diagonal included) of Q C = L U in CSR: L's
 /// rows are positions (a row below a diagonal block is C's row t at position pos(t)), U's rows and both
-/// triangles' columns are C's columns.
-void lu_to_csr(const spade::LuFactor& F, Csr& L, Csr& U) {
+/// triangles' columns are C's columns. order: lu_row_order(F).
+void lu_to_csr(const spade::LuFactor& F, const std::vector<index_t>& order, Csr& L, Csr& U) {
   const spade::SymbolicFactor& S = F.structure();
   const index_t n = S.n;
   if (2 * S.nnz_l > std::numeric_limits<int>::max()) throw spade::ResourceError("nnz(L+U) does not fit 32-bit CSR");
-  const std::vector<index_t> order = positions_order(F);
   std::vector<index_t> pos(static_cast<std::size_t>(n));
   for (index_t p = 0; p < n; ++p) pos[order[p]] = p;
   // Each entry once: (row, column, value) into its triangle, counted first, then placed. A row's entries come
@@ -279,8 +266,8 @@ Row run_problem(const std::string& name, double bandwidth, int threads, int reps
     // cuSPARSE solves Q C z = L U z = c with c in positions: c(p) = Dr(i) b(i), i = A's row of C's row q(p);
     // then x = Dc P^T z in A's numbering.
     Csr L, U;
-    lu_to_csr(F, L, U);
-    const std::vector<index_t> order = positions_order(F);
+    const std::vector<index_t> order = spade::lu_row_order(F);
+    lu_to_csr(F, order, L, U);
     const std::vector<index_t>& perm = S.structure->perm;
     std::vector<double> c(n), x(n);
     for (index_t p = 0; p < n; ++p) {

@@ -229,6 +229,19 @@ LuFactor::LuFactor(std::shared_ptr<const LuSymbolic> symbolic, const SparseMatri
   refactorize(A);
 }
 
+std::vector<index_t> lu_row_order(const LuFactor& F) {
+  if (!F.valid()) throw InvalidInput("lu_row_order: the factor's last factorization failed");
+  const SymbolicFactor& S = F.structure();
+  std::vector<index_t> order(static_cast<std::size_t>(S.n));
+  for (index_t s = 0; s < S.num_supernodes; ++s) {
+    const index_t f = S.supernode_begin[s], k = S.supernode_cols(s);
+    const index_t* piv = F.pivots(s);
+    for (index_t c = 0; c < k; ++c) order[f + c] = f + c;
+    for (index_t c = 0; c < k; ++c) std::swap(order[f + c], order[piv[c]]);
+  }
+  return order;
+}
+
 void LuFactor::refactorize(const SparseMatrix& A) {
   valid_ = false;
   ++generation_;

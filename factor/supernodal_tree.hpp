@@ -102,10 +102,8 @@ constexpr double kFlopsPerBlasThread = 4e6;
 /// The threads of a factorization of S: `requested` when positive; for 0 (automatic) omp_get_max_threads(),
 /// but no more than one per kFlopsPerBlasThread of S's work (the sum of k m^2, as plan_subtrees counts it),
 /// the grain below which a thread costs more (the parallel region, the subtrees' hand-out, OpenBLAS's
-/// waking workers) than its share saves. Measured on the GPU machine's 16 cores (numeric phase, 16 threads
-/// against the rule's count): basker_matrix1's LU 0.053 against 0.024 s (2 threads), bayer10's 0.024 against
-/// 0.017 s (4), ex14's 0.014 against 0.012 s (8), bcsstk14's Cholesky 9-27 against 5-7 ms (3). Either is
-/// clamped to omp_get_num_procs().
+/// waking workers) than its share saves (the measurements: docs/BENCHMARKS.md, the LU on the 16-core
+/// host). Either is clamped to omp_get_num_procs().
 inline int factorization_threads(const SymbolicFactor& S, int requested) {
   int threads = requested > 0 ? requested : omp_get_max_threads();
   if (requested <= 0) {

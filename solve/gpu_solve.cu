@@ -334,6 +334,11 @@ void GpuSolvePlan::upload(const double* values, index_t first, index_t last) {
   const offset_t begin = S.panel_offset[first], end = S.panel_offset[last + 1];
   SPADE_CUDA_CHECK(cudaMemcpyAsync(d.values.get() + begin, values + begin, static_cast<std::size_t>(end - begin) * sizeof(double),
                                    cudaMemcpyHostToDevice, upload_stream_));
+  invert_range(d.values.get(), d.large_info.get(), first, last);
+}
+
+void GpuSolvePlan::invert_range(double* values, int* info, index_t first, index_t last) {
+  Device& d = *device_;
   const auto range = [&](const std::vector<index_t>& list) {
     const auto lo = std::lower_bound(list.begin(), list.end(), first);
     const auto hi = std::upper_bound(lo, list.end(), last);
@@ -341,19 +346,10 @@ void GpuSolvePlan::upload(const double* values, index_t first, index_t last) {
   };
   const auto small = range(schedule_.small_inverse);
   kernels::launch_invert_small(d.small_list.get() + small.first, static_cast<int>(small.second - small.first),
-                               d.supernode_begin.get(), d.row_ptr.get(), d.panel_offset.get(), d.values.get(),
-                               d.status.get() + 1, upload_stream_);
-  const auto large = range(schedule_.large_inverse);
-  for (auto i = large.first; i < large.second; ++i)
-    invert_large(schedule_.large_inverse[i], d.values.get(), d.large_info.get() + i);
-}
-
-void GpuSolvePlan::invert_all(double* values, int* info) {
-  Device& d = *device_;
-  kernels::launch_invert_small(d.small_list.get(), static_cast<int>(schedule_.small_inverse.size()),
                                d.supernode_begin.get(), d.row_ptr.get(), d.panel_offset.get(), values,
                                d.status.get() + 1, upload_stream_);
-  for (std::size_t i = 0; i < schedule_.large_inverse.size(); ++i) invert_large(schedule_.large_inverse[i], values, info + i);
+  const auto large = range(schedule_.large_inverse);
+  for (auto i = large.first; i < large.second; ++i) invert_large(schedule_.large_inverse[i], values, info + i);
 }
 
 void GpuSolvePlan::upload_lu(const double* l_values, const double* u_values, index_t first, index_t last) {
@@ -375,21 +371,8 @@ void GpuSolvePlan::upload_lu(const double* l_values, const double* u_values, ind
                                    cudaMemcpyHostToDevice, st));
   kernels::launch_lu_diagonal_blocks(static_cast<int>(first), static_cast<int>(last), d.supernode_begin.get(),
                                      d.row_ptr.get(), d.panel_offset.get(), d.values.get(), d.values_u.get(), st);
-  const auto range = [&](const std::vector<index_t>& list) {
-    const auto lo = std::lower_bound(list.begin(), list.end(), first);
-    const auto hi = std::upper_bound(lo, list.end(), last);
-    return std::make_pair(lo - list.begin(), hi - list.begin());
-  };
-  const auto small = range(schedule_.small_inverse);
-  const auto large = range(schedule_.large_inverse);
-  const std::size_t large_count = schedule_.large_inverse.size();
-  for (double* values : {d.values.get(), d.values_u.get()}) {
-    kernels::launch_invert_small(d.small_list.get() + small.first, static_cast<int>(small.second - small.first),
-                                 d.supernode_begin.get(), d.row_ptr.get(), d.panel_offset.get(), values,
-                                 d.status.get() + 1, st);
-    int* info = d.large_info.get() + (values == d.values.get() ? 0 : large_count);
-    for (auto i = large.first; i < large.second; ++i) invert_large(schedule_.large_inverse[i], values, info + i);
-  }
+  invert_range(d.values.get(), d.large_info.get(), first, last);
+  invert_range(d.values_u.get(), d.large_info.get() + schedule_.large_inverse.size(), first, last);
 }
 
 void GpuSolvePlan::finish_lu(const LuFactor& F) {
@@ -401,15 +384,10 @@ void GpuSolvePlan::finish_lu(const LuFactor& F) {
   Device& d = *device_;
   // The host maps of an earlier factorization may still be read by their copies.
   SPADE_CUDA_CHECK(cudaEventSynchronize(d.maps_copied));
-  // q (order) and pos = q^{-1} of every supernode's interchanges, applied in the factorization's order.
+  // q (order) and pos = q^{-1} of the interchanges.
   const index_t n = S.n;
-  std::vector<index_t> order(static_cast<std::size_t>(n)), pos(static_cast<std::size_t>(n));
-  for (index_t s = 0; s < S.num_supernodes; ++s) {
-    const index_t f = S.supernode_begin[s], k = S.supernode_cols(s);
-    const index_t* piv = F.pivots(s);
-    for (index_t c = 0; c < k; ++c) order[f + c] = f + c;
-    for (index_t c = 0; c < k; ++c) std::swap(order[f + c], order[piv[c]]);
-  }
+  const std::vector<index_t> order = lu_row_order(F);
+  std::vector<index_t> pos(static_cast<std::size_t>(n));
   for (index_t p = 0; p < n; ++p) pos[order[p]] = p;
   d.host_perm_r.resize(static_cast<std::size_t>(n));
   for (index_t p = 0; p < n; ++p) d.host_perm_r[p] = L.row_perm[S.perm[order[p]]];
@@ -781,11 +759,10 @@ HostRegistration::~HostRegistration() {
 }
 
 void load_gpu_libraries() {
-  // Where CUDA loads modules lazily, the first calls of cuBLAS's trsm and cuSOLVER's trtri cost tens of
-  // milliseconds; those of a 256 x 256 identity load what the plans' inversions use (the plan's
-  // warm_up_inversion then loads what its own sizes add). Measured on an H100 with bench_solve, bcsstk14
-  // first in its process: the plan's build went from 52-160 to 7 ms, the wait after the factorization from
-  // 35-139 to 2.6 ms.
+  // Where CUDA loads modules lazily, the first calls of cuBLAS's trsm and cuSOLVER's trtri are slow (the
+  // measurements: docs/benchmarks/solve.md, the wait after the factorization); those of a 256 x 256
+  // identity load what the plans' inversions use (the plan's warm_up_inversion then loads what its own
+  // sizes add).
   constexpr int k = 256;
   struct Handles {
     cudaStream_t stream = nullptr;

@@ -149,9 +149,9 @@ class GpuSolvePlan {
                SupernodalSchedule schedule, int max_width);
   void reset_workspace();
   void warm_up_inversion();
-  /// Selective inversion of every supernode of the panel set `values` on the upload stream; the large
-  /// ones' info goes to info[0 .. large_inverse.size()).
-  void invert_all(double* values, int* info);
+  /// Selective inversion of supernodes first .. last of the panel set `values` on the upload stream; the
+  /// large ones' trtri info goes to info[i] for large_inverse[i].
+  void invert_range(double* values, int* info, index_t first, index_t last);
   /// Selective inversion of a supernode wider than 32 on the upload stream (cuBLAS trsm, cuSOLVER trtri);
   /// trtri's info goes to the device int `info`.
   void invert_large(index_t s, double* values, int* info);

@@ -179,6 +179,26 @@ std::unique_ptr<GpuSolvePlan> plan_for(const NumericFactor& F) {
   return plan;
 }
 
+/// A plan's selectively inverted panels (`device`, copied from the GPU) against the host reference,
+/// supernode by supernode: within tolerance k eps times the panel's largest entry (k its width), and zeros
+/// above V's diagonal. `what` names the panel set in messages.
+void check_inverted_panels(const SymbolicFactor& S, const std::vector<double>& device,
+                           const std::vector<double>& reference, double tolerance, const std::string& what) {
+  for (index_t s = 0; s < S.num_supernodes; ++s) {
+    const offset_t begin = S.panel_offset[s], end = S.panel_offset[s + 1];
+    double scale = 0, diff = 0;
+    for (offset_t p = begin; p < end; ++p) {
+      scale = std::max(scale, std::abs(reference[p]));
+      diff = std::max(diff, std::abs(device[p] - reference[p]));
+      if (std::isnan(device[p])) diff = std::numeric_limits<double>::infinity();
+    }
+    const index_t k = S.supernode_cols(s);
+    ASSERT_LE(diff, tolerance * k * kEps * scale) << what << "supernode " << s << " of width " << k;
+    for (index_t c = 1; c < k; ++c)
+      for (index_t r = 0; r < c; ++r) ASSERT_EQ(device[begin + r + static_cast<offset_t>(c) * S.supernode_rows(s)], 0.0);
+  }
+}
+
 TEST(GpuPlan, SelectiveInversionMatchesTheHostReference) {
   SPADE_REQUIRE_GPU();
   // Widths from 1 to several hundred: the warp kernel (<= 32) and cuSOLVER/cuBLAS (wider).
@@ -189,19 +209,7 @@ TEST(GpuPlan, SelectiveInversionMatchesTheHostReference) {
     std::vector<double> reference = F.values(), device(reference.size(), std::nan(""));
     invert_supernodes_reference(S, reference.data());
     plan->copy_values_to_host(device.data());
-    for (index_t s = 0; s < S.num_supernodes; ++s) {
-      const offset_t begin = S.panel_offset[s], end = S.panel_offset[s + 1];
-      double scale = 0, diff = 0;
-      for (offset_t p = begin; p < end; ++p) {
-        scale = std::max(scale, std::abs(reference[p]));
-        diff = std::max(diff, std::abs(device[p] - reference[p]));
-        if (std::isnan(device[p])) diff = std::numeric_limits<double>::infinity();
-      }
-      const index_t k = S.supernode_cols(s);
-      ASSERT_LE(diff, 64.0 * k * kEps * scale) << "supernode " << s << " of width " << k;
-      for (index_t c = 1; c < k; ++c)
-        for (index_t r = 0; r < c; ++r) ASSERT_EQ(device[begin + r + static_cast<offset_t>(c) * S.supernode_rows(s)], 0.0);
-    }
+    ASSERT_NO_FATAL_FAILURE(check_inverted_panels(S, device, reference, 64.0, ""));
   }
 }
 
@@ -444,27 +452,14 @@ TEST(GpuPlan, LuPanelsMatchTheHostReference) {
     std::vector<double> lower, upper;
     lu_panels_reference(F, lower, upper);
     const SymbolicFactor& S = F.structure();
-    index_t widest = 0;
     for (const bool is_upper : {false, true}) {
       const std::vector<double>& reference = is_upper ? upper : lower;
       std::vector<double> device(reference.size(), std::nan(""));
       plan.copy_values_to_host(device.data(), is_upper);
-      for (index_t s = 0; s < S.num_supernodes; ++s) {
-        const offset_t begin = S.panel_offset[s], end = S.panel_offset[s + 1];
-        double scale = 0, diff = 0;
-        for (offset_t p = begin; p < end; ++p) {
-          scale = std::max(scale, std::abs(reference[p]));
-          diff = std::max(diff, std::abs(device[p] - reference[p]));
-          if (std::isnan(device[p])) diff = std::numeric_limits<double>::infinity();
-        }
-        const index_t k = S.supernode_cols(s);
-        widest = std::max(widest, k);
-        ASSERT_LE(diff, 1e3 * k * kEps * scale) << (is_upper ? "U" : "L") << " panel of supernode " << s << ", width " << k;
-        for (index_t c = 1; c < k; ++c)
-          for (index_t r = 0; r < c; ++r)
-            ASSERT_EQ(device[begin + r + static_cast<offset_t>(c) * S.supernode_rows(s)], 0.0);
-      }
+      ASSERT_NO_FATAL_FAILURE(check_inverted_panels(S, device, reference, 1e3, is_upper ? "U panel of " : "L panel of "));
     }
+    index_t widest = 0;
+    for (index_t s = 0; s < S.num_supernodes; ++s) widest = std::max(widest, S.supernode_cols(s));
     EXPECT_GT(widest, 32) << "the cuSOLVER/cuBLAS inversion is exercised";
   }
   const SparseMatrix A = laplacian_2d(10, 10);

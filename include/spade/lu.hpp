@@ -174,6 +174,11 @@ class LuFactor {
   std::vector<index_t> subtree_roots_, top_;
 };
 
+/// The rows of F's diagonal blocks after their interchanges: order[p] is C's row (LuSymbolic's numbering) at
+/// position p once every supernode's pivots (LuFactor::pivots) are applied in the factorization's order,
+/// so that (Q C)(p, :) = C(order[p], :) in Q C = L U. Size n. Throws InvalidInput for an invalid factor.
+std::vector<index_t> lu_row_order(const LuFactor& F);
+
 /// Which system a solve with an LU factor solves.
 enum class Transpose { no, yes };  ///< A X = B, or A^T X = B
 
