@@ -156,6 +156,7 @@ class PySolver {
       plan["groups"] = p.groups;
       plan["tiles"] = p.tiles;
       plan["tree_height"] = p.tree_height;
+      plan["partition_band"] = p.partition_band;
       plan["plan_seconds"] = p.plan_seconds;
       plan["upload_seconds"] = p.upload_seconds;
       plan["visible_seconds"] = p.visible_seconds;

@@ -11,6 +11,7 @@ add_library(spade_host
   solve/refine.cpp
   solve/condition.cpp
   solve/supernodal_schedule.cpp
+  solve/partitioned_inverse.cpp
   core/matrix_market.cpp
   core/generators.cpp
   ordering/ordering.cpp

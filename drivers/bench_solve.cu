@@ -211,11 +211,14 @@ struct TraceStats {
   SweepTrace forward, backward;
 };
 
-TraceStats trace_solve(const spade::NumericFactor& F, const std::vector<double>& b) {
-  const spade::SymbolicFactor& S = F.symbolic();
-  spade::GpuSolvePlan plan(F.symbolic_ptr(), spade::build_schedule(S), 1);
+TraceStats trace_solve(const spade::NumericFactor& F, const std::vector<double>& b, index_t band) {
+  // The solver's structure: the factor's supernodes merged into pieces of `band` tree levels.
+  spade::SolveStructure structure = spade::partition_for_solve(F.symbolic_ptr(), band);
+  const spade::SymbolicFactor& S = *structure.solve;
+  spade::SupernodalSchedule schedule = spade::build_schedule(S);
+  spade::GpuSolvePlan plan(std::move(structure), std::move(schedule), 1);
   plan.begin_values();
-  plan.upload(F.values().data(), 0, S.num_supernodes - 1);
+  plan.upload(F.values().data(), 0, F.symbolic().num_supernodes - 1);
   plan.finish_values(F.generation());
   plan.set_trace(true);
   const index_t n = S.n;
@@ -296,7 +299,7 @@ struct Row {
   std::string name;
   index_t n = 0;
   offset_t nnz_l = 0;
-  index_t supernodes = 0, groups = 0, tiles = 0, height = 0, critical = 0;
+  index_t supernodes = 0, groups = 0, tiles = 0, height = 0, critical = 0, band = 1;
   double floor = 0, gpu1 = 0, gpu1_fwd = 0, gpu1_bwd = 0, gpu1_call = 0, gpu16 = 0, host1 = 0;
   CusparseTimes cusparse;
   double refined = 0, refined_berr = 0;
@@ -314,7 +317,7 @@ spade::SparseMatrix load(const std::string& name) {
   return spade::read_matrix_market(spade::testing::matrix_path(name + ".mtx.gz"));
 }
 
-Row run_matrix(const std::string& name, double bandwidth, int threads, int reps, bool baselines) {
+Row run_matrix(const std::string& name, double bandwidth, int threads, int reps, bool baselines, bool partitioned) {
   Row row;
   row.name = name;
   const spade::SparseMatrix A = load(name);
@@ -323,6 +326,7 @@ Row run_matrix(const std::string& name, double bandwidth, int threads, int reps,
   spade::SolverOptions options;
   options.placement = spade::Placement::gpu;
   options.threads = threads;
+  options.partitioned_inverse = partitioned;
   spade::Solver solver(options);
   solver.analyze(A);
   solver.factorize(A);
@@ -345,6 +349,7 @@ Row run_matrix(const std::string& name, double bandwidth, int threads, int reps,
   row.tiles = report.plan->tiles;
   row.height = report.plan->tree_height;
   row.critical = report.plan->critical_columns;
+  row.band = report.plan->partition_band;
   row.floor = 2.0 * static_cast<double>(S.nnz_l) * (sizeof(double) + sizeof(int)) / bandwidth;
 
   std::mt19937_64 rng(1);
@@ -430,7 +435,7 @@ Row run_matrix(const std::string& name, double bandwidth, int threads, int reps,
     row.refined = median(t);
   }
 
-  row.trace = trace_solve(solver.factor(), b);
+  row.trace = trace_solve(solver.factor(), b, row.band);
 
   if (baselines) {
     // cuSPARSE in the permuted numbering: b permuted, compared with spade's permuted solution.
@@ -461,6 +466,7 @@ nlohmann::ordered_json row_json(const Row& r) {
           {"groups", r.groups},
           {"tiles", r.tiles},
           {"tree_height", r.height},
+          {"partition_band", r.band},
           {"comparisons", spade::bench::to_json({one, sixteen})},
           {"floor_seconds", r.floor},
           {"forward_seconds", r.gpu1_fwd},
@@ -485,12 +491,14 @@ int main(int argc, char** argv) {
                                        "lap2d_1024", "lap3d_64", "lap3d27_48"};
   int threads = 16, reps = 30;
   bool no_baselines = false;
+  bool partitioned = false;
   app.add_option("--matrices", matrices, "matrices: files of ../shared/matrices without .mtx.gz, or lap2d_1024, "
                                          "lap3d_64, lap3d27_48")
       ->capture_default_str();
   app.add_option("--threads", threads, "host threads (factorization and host solve)")->capture_default_str();
   app.add_option("--reps", reps, "timed GPU solves per matrix (median)")->capture_default_str();
   app.add_flag("--no-baselines", no_baselines, "skip cuSPARSE (its analysis of a large L takes seconds)");
+  app.add_flag("--partitioned-inverse", partitioned, "the Solver's partitioned inverse (SolverOptions::partitioned_inverse)");
   std::string json_path;
   app.add_option("--json", json_path, "also write the figures as JSON to this file (drivers/bench_json.hpp)");
   CLI11_PARSE(app, argc, argv);
@@ -498,7 +506,7 @@ int main(int argc, char** argv) {
     const double bandwidth = copy_bandwidth();
     std::printf("device: %s\ncopy bandwidth (read + write): %.3f TB/s\nhost threads: %d\n\n",
                 spade::gpu_description().c_str(), bandwidth * 1e-12, threads);
-    std::printf("| matrix | n | nnz(L) | supernodes | groups / tiles | height | floor ms | GPU ms (fwd + bwd) | GPU / floor "
+    std::printf("| matrix | n | nnz(L) | supernodes | groups / tiles | height (band) | floor ms | GPU ms (fwd + bwd) | GPU / floor "
                 "| SpSV ms | SpSV / GPU | host ms | host / GPU | GPU 16 rhs ms | 16 / 1 | SpSM 16 ms | SpSM / GPU "
                 "| refined ms (steps) | refined / call | host arrays: call ms, refined ms, ratio | factor s | plan s "
                 "| visible ms (refactor) | visible / factor | GPU vs host |\n");
@@ -510,12 +518,12 @@ int main(int argc, char** argv) {
         std::printf("| %s | not found in %s |\n", name.c_str(), spade::testing::matrix_dir().c_str());
         continue;
       }
-      rows.push_back(run_matrix(name, bandwidth, threads, reps, !no_baselines));
+      rows.push_back(run_matrix(name, bandwidth, threads, reps, !no_baselines, partitioned));
       const Row& r = rows.back();
-      std::printf("| %s | %d | %.3g | %d | %d / %d | %d | %.4f | %.4f (%.4f + %.4f) | %.2f | %.3f | %.0fx | %.3f | %.0fx "
+      std::printf("| %s | %d | %.3g | %d | %d / %d | %d (%d) | %.4f | %.4f (%.4f + %.4f) | %.2f | %.3f | %.0fx | %.3f | %.0fx "
                   "| %.4f | %.2f | %.3f | %.0fx | %.4f (%d) | %.2f | %.3f, %.3f, %.2f | %.3f | %.3f | %.2f (%.2f) | %.1f%% "
                   "| %.1e |\n",
-                  r.name.c_str(), r.n, static_cast<double>(r.nnz_l), r.supernodes, r.groups, r.tiles, r.height,
+                  r.name.c_str(), r.n, static_cast<double>(r.nnz_l), r.supernodes, r.groups, r.tiles, r.height, r.band,
                   r.floor * 1e3, r.gpu1 * 1e3, r.gpu1_fwd * 1e3, r.gpu1_bwd * 1e3, r.gpu1 / r.floor,
                   r.cusparse.spsv * 1e3, r.cusparse.spsv / r.gpu1, r.host1 * 1e3, r.host1 / r.gpu1, r.gpu16 * 1e3,
                   r.gpu16 / r.gpu1, r.cusparse.spsm * 1e3, r.cusparse.spsm / r.gpu16, r.refined * 1e3, r.refined_steps,
@@ -544,7 +552,7 @@ int main(int argc, char** argv) {
           json_path, {{"benchmark", "bench_solve"},
                       {"floor", "L's values and row indices (12 bytes an entry) read in both sweeps at the copy bandwidth"},
                       {"machine", {{"device", spade::gpu_description()}, {"copy_bandwidth_bytes_per_second", bandwidth}}},
-                      {"settings", {{"threads", threads}, {"reps", reps}, {"baselines", !no_baselines}}},
+                      {"settings", {{"threads", threads}, {"reps", reps}, {"baselines", !no_baselines}, {"partitioned_inverse", partitioned}}},
                       {"rows", rows_json}});
     }
   } catch (const std::exception& e) {

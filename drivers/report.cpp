@@ -90,6 +90,9 @@ void print_placement(std::FILE* out, const SolveSummary& s) {
     std::fprintf(out, "gpu plan         %d groups (%d small supernodes, one warp each), %d tiles of 32 x 32 over %d "
                       "supernodes, height %d\n",
                  p.groups, p.grouped_supernodes, p.tiles, p.tiled_supernodes, p.tree_height);
+    if (p.partition_band > 1)
+      std::fprintf(out, "                 partitioned inverse: %d tree levels per piece, %d merged supernodes\n",
+                   p.partition_band, p.merged_pieces);
     std::fprintf(out, "                 diagonal blocks inverted on the GPU: %d by the warp kernel, %d by cuSOLVER trtri "
                       "+ cuBLAS trsm\n",
                  p.small_inverses, p.large_inverses);
@@ -238,6 +241,8 @@ nlohmann::ordered_json to_json(const Report& report) {
                            {"tiled_supernodes", p.tiled_supernodes},
                            {"tree_height", p.tree_height},
                            {"critical_columns", p.critical_columns},
+                           {"partition_band", p.partition_band},
+                           {"merged_pieces", p.merged_pieces},
                            {"kernels", {{"solve", "supernodal forward/backward sweeps: one warp per group or 32 x 32 "
                                                   "tile, dependency counters on the assembly tree"},
                                         {"inverse_warp", p.small_inverses},

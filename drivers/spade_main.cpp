@@ -3,6 +3,7 @@
 //   spade solve A.mtx [--rhs b.mtx] [--nrhs k] [--ordering auto|amd|metis|colamd|natural] [--refine N]
 //                     [--factorization auto|cholesky|lu]
 //                     [--out x.mtx] [--json report.json] [--threads T] [--device auto|gpu|cpu]
+//                     [--partitioned-inverse]
 //                     [--pattern-values reject|ones|laplacian]
 //   spade info A.mtx [--pattern-values ...] [--ordering ...] [--json report.json]
 //   spade --version
@@ -71,6 +72,7 @@ struct Options {
   std::string factorization = "auto";  ///< "auto", "cholesky" or "lu" (solve, demo)
   std::string pattern_values = "reject";  ///< "reject", "ones" or "laplacian"
   bool quiet = false;                     ///< no progress lines on stderr
+  bool partitioned_inverse = false;       ///< SolverOptions::partitioned_inverse
 
   // Parsed from the strings above by parse_names(), before any work is done.
   std::optional<spade::OrderingMethod> ordering_method;  ///< empty: automatic
@@ -290,6 +292,7 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
   options.factorization = o.factorization_kind;
   options.threads = o.threads;
   options.placement = o.placement;
+  options.partitioned_inverse = o.partitioned_inverse;
   options.refine.max_steps = o.refine;
   spade::Solver solver(options);
   progress.run(analysis_label(o), [&] { about_source(source, [&] { solver.analyze(A); }); });
@@ -504,6 +507,9 @@ void add_solve_options(CLI::App* command, Options& o) {
                       "where the solves run: auto (the GPU when one is usable and the factor fits, else the host), "
                       "gpu (an error when it cannot) or cpu")
       ->capture_default_str();
+  command->add_flag("--partitioned-inverse", o.partitioned_inverse,
+                    "GPU solve of a Cholesky factor: merge tree levels into dense inverted pieces (faster solves on "
+                    "small factors, a longer wait after each factorization; for many solves per factorization)");
 }
 
 /// CLI11's ExistingFile with the path quoted short in its message (spade::quote): a file that exists and

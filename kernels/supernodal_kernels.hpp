@@ -109,4 +109,23 @@ void launch_lu_expand_u(int first, int last, const int* supernode_begin, const l
 void launch_lu_diagonal_blocks(int first, int last, const int* supernode_begin, const long long* row_ptr,
                                const long long* panel_offset, double* l_values, double* u_values, cudaStream_t stream);
 
+/// The factor's supernodes as the partitioned solve structure (solve/partitioned_inverse.hpp) places
+/// them. Arrays per factor supernode unless said.
+struct MergedPanels {
+  const int* supernode_begin;      // the factor's, +1
+  const long long* row_ptr;        // the factor's, +1
+  const long long* panel_offset;   // the factor's, +1: where its panel is in `staged`
+  const long long* target_offset;  // the offset of its piece's panel in the solve's values
+  const int* target_rows;          // that panel's rows (its leading dimension)
+  const int* column_offset;        // its first column among the piece's
+  const int* row_position;         // per entry of the factor's row indices: its row in the piece's panel
+};
+
+/// Places the staged panels of the factor supernodes first .. last (m x k each, column-major, as the host
+/// factor lays them out) in their pieces' panels of `values`: entry (r, j) with r >= j goes to row
+/// row_position[r] and column column_offset + j. The rest of a piece's panel is left as it is (zero it
+/// first: the entries above a diagonal block are not copied).
+void launch_scatter_panels(int first, int last, const MergedPanels& panels, const double* staged, double* values,
+                           cudaStream_t stream);
+
 }  // namespace spade::kernels

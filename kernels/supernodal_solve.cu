@@ -688,6 +688,24 @@ __global__ void __launch_bounds__(kLuPanelThreads)
   }
 }
 
+/// One block per supernode (a grid-stride loop over first .. last).
+__global__ void __launch_bounds__(kLuPanelThreads)
+    scatter_panels_kernel(int first, int last, MergedPanels m, const double* staged, double* values) {
+  for (int s = first + blockIdx.x; s <= last; s += gridDim.x) {
+    const int k = m.supernode_begin[s + 1] - m.supernode_begin[s];
+    const long long rows = m.row_ptr[s + 1] - m.row_ptr[s];
+    const double* from = staged + m.panel_offset[s];
+    double* to = values + m.target_offset[s];
+    const long long ld = m.target_rows[s];
+    const int* position = m.row_position + m.row_ptr[s];
+    const long long column0 = m.column_offset[s];
+    for (long long e = threadIdx.x; e < rows * k; e += blockDim.x) {
+      const long long j = e / rows, r = e - j * rows;
+      if (r >= j) to[position[r] + (column0 + j) * ld] = from[e];  // the zeros above the diagonal stay
+    }
+  }
+}
+
 int lu_panel_grid(int first, int last) { return std::max(1, std::min(last - first + 1, 1 << 16)); }
 
 template <int K>
@@ -720,6 +738,13 @@ int blocks_for(bool forward) {
 }
 
 }  // namespace
+
+void launch_scatter_panels(int first, int last, const MergedPanels& panels, const double* staged, double* values,
+                           cudaStream_t stream) {
+  if (first > last) return;
+  scatter_panels_kernel<<<lu_panel_grid(first, last), kLuPanelThreads, 0, stream>>>(first, last, panels, staged, values);
+  SPADE_CUDA_CHECK_LAUNCH();
+}
 
 void launch_lu_expand_u(int first, int last, const int* supernode_begin, const long long* row_ptr,
                         const long long* panel_offset, const long long* u_offset, const double* packed,

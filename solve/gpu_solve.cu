@@ -150,16 +150,26 @@ struct GpuSolvePlan::Device {
   std::vector<long long> u_offset_host;
   std::vector<int> host_rows_l, host_perm_r;
   cudaEvent_t maps_copied = nullptr;  // the copies of host_rows_l and host_perm_r are done
+  // A partitioned plan's: the factor's values as uploaded (its layout), the maps that place them
+  // (kernels::MergedPanels), and the solve supernodes whose diagonal blocks an upload completed for the
+  // warp kernel to invert (pinned host list, copied to small_pending; written from the start after each
+  // begin_values, so an entry is never rewritten while its copy may be in flight).
+  DeviceArray<double> staged;
+  DeviceArray<int> factor_begin, target_rows, column_offset, row_position, small_pending;
+  DeviceArray<long long> factor_row_ptr, factor_panel_offset, target_offset;
+  std::unique_ptr<PinnedArray<int>> small_pending_host;
+  std::size_t small_pending_used = 0;
   DeviceArray<int> counters;                   // ready (ns), done (ns), tickets (2)
   DeviceArray<kernels::DeviceStatus> status;   // [0] solves, [1] inversions
+  PinnedArray<kernels::DeviceStatus> status_host{2};
+  DeviceArray<unsigned long long> trace;  // empty unless tracing
+  std::vector<cudaEvent_t> events;  // three per pass: start, between the sweeps, end
+
   DeviceArray<char> trtri_work;
   std::vector<char> trtri_host;
   std::size_t trtri_bytes = 0;
-  PinnedArray<kernels::DeviceStatus> status_host{2};
-  DeviceArray<unsigned long long> trace;  // empty unless tracing
   cublasHandle_t cublas = nullptr;
   cusolverDnHandle_t cusolver = nullptr;
-  std::vector<cudaEvent_t> events;  // three per pass: start, between the sweeps, end
 
   ~Device() {
     if (maps_copied != nullptr) cudaEventDestroy(maps_copied);
@@ -188,22 +198,53 @@ GpuSolveMemory GpuSolvePlan::memory_estimate(const SymbolicFactor& S, const Supe
   return m;
 }
 
+GpuSolveMemory GpuSolvePlan::memory_estimate(const SolveStructure& structure, const SupernodalSchedule& schedule,
+                                             int max_width) {
+  GpuSolveMemory m = memory_estimate(*structure.solve, schedule, max_width, false);
+  if (structure.band > 1) {
+    const SymbolicFactor& F = *structure.factor;
+    const std::size_t ns = static_cast<std::size_t>(F.num_supernodes);
+    m.factor += static_cast<std::size_t>(F.panel_offset.back()) * sizeof(double);
+    m.pattern += ns * (4 * sizeof(int) + 3 * sizeof(long long)) + structure.row_position.size() * sizeof(int) +
+                 static_cast<std::size_t>(structure.solve->num_supernodes) * sizeof(int);
+  }
+  return m;
+}
+
+namespace {
+SolveStructure unpartitioned_or_throw(std::shared_ptr<const SymbolicFactor> symbolic) {
+  if (!symbolic) throw InvalidInput("GpuSolvePlan: no symbolic factor");
+  return unpartitioned(std::move(symbolic));
+}
+}  // namespace
+
 GpuSolvePlan::GpuSolvePlan(std::shared_ptr<const SymbolicFactor> symbolic, SupernodalSchedule schedule, int max_width)
-    : GpuSolvePlan(std::move(symbolic), nullptr, std::move(schedule), max_width) {}
+    : GpuSolvePlan(unpartitioned_or_throw(std::move(symbolic)), nullptr, std::move(schedule), max_width) {}
+
+GpuSolvePlan::GpuSolvePlan(SolveStructure structure, SupernodalSchedule schedule, int max_width)
+    : GpuSolvePlan(std::move(structure), nullptr, std::move(schedule), max_width) {}
 
 GpuSolvePlan::GpuSolvePlan(std::shared_ptr<const LuSymbolic> lu, SupernodalSchedule schedule, int max_width)
-    : GpuSolvePlan(lu ? lu->structure : nullptr, lu, std::move(schedule), max_width) {
+    : GpuSolvePlan(unpartitioned_or_throw(lu ? lu->structure : nullptr), lu, std::move(schedule), max_width) {
   if (!lu_) throw InvalidInput("GpuSolvePlan: no LU analysis");
 }
 
-GpuSolvePlan::GpuSolvePlan(std::shared_ptr<const SymbolicFactor> symbolic, std::shared_ptr<const LuSymbolic> lu,
-                           SupernodalSchedule schedule, int max_width)
-    : symbolic_(std::move(symbolic)), lu_(std::move(lu)), schedule_(std::move(schedule)), max_width_(max_width) {
-  if (!symbolic_) throw InvalidInput("GpuSolvePlan: no symbolic factor");
+GpuSolvePlan::GpuSolvePlan(SolveStructure structure, std::shared_ptr<const LuSymbolic> lu, SupernodalSchedule schedule,
+                           int max_width)
+    : structure_(std::move(structure)),
+      symbolic_(structure_.solve),
+      lu_(std::move(lu)),
+      schedule_(std::move(schedule)),
+      max_width_(max_width) {
+  if (!symbolic_ || !structure_.factor) throw InvalidInput("GpuSolvePlan: no symbolic factor");
+  if (lu_ && structure_.band > 1) throw InvalidInput("GpuSolvePlan: an LU plan cannot merge supernodes");
+  if (schedule_.units.size() != static_cast<std::size_t>(symbolic_->num_supernodes))
+    throw InvalidInput("GpuSolvePlan: the schedule is not of the solve structure");
   if (max_width != 1 && max_width != 2 && max_width != 4 && max_width != 8)
     throw InvalidInput("GpuSolvePlan: max_width must be 1, 2, 4 or 8, got " + std::to_string(max_width));
   const SymbolicFactor& S = *symbolic_;
-  memory_ = memory_estimate(S, schedule_, max_width_, lu_ != nullptr);
+  memory_ = lu_ ? memory_estimate(S, schedule_, max_width_, true) : memory_estimate(structure_, schedule_, max_width_);
+  arrived_.assign(static_cast<std::size_t>(S.num_supernodes), 0);
   SPADE_CUDA_CHECK(cudaStreamCreateWithFlags(&upload_stream_, cudaStreamNonBlocking));
   // The solve stream is a blocking one: it waits for the legacy default stream, so a caller's device data
   // written there is ready when a solve starts.
@@ -250,6 +291,25 @@ GpuSolvePlan::GpuSolvePlan(std::shared_ptr<const SymbolicFactor> symbolic, std::
     d.row_scale = DeviceArray<double>(lu_->row_scale, st);
     d.col_scale = DeviceArray<double>(lu_->col_scale, st);
     d.scaled = DeviceArray<double>(vector, st);
+  }
+  if (structure_.band > 1) {
+    const SymbolicFactor& F = *structure_.factor;
+    std::vector<int> target_rows;
+    std::vector<long long> target_offset;
+    for (index_t s = 0; s < F.num_supernodes; ++s) {
+      target_rows.push_back(S.supernode_rows(structure_.target[s]));
+      target_offset.push_back(S.panel_offset[structure_.target[s]]);
+    }
+    d.staged = DeviceArray<double>(static_cast<std::size_t>(F.panel_offset.back()), st);
+    d.factor_begin = DeviceArray<int>(F.supernode_begin, st);
+    d.factor_row_ptr = DeviceArray<long long>(converted<long long>(F.row_ptr), st);
+    d.factor_panel_offset = DeviceArray<long long>(converted<long long>(F.panel_offset), st);
+    d.target_rows = DeviceArray<int>(target_rows, st);
+    d.target_offset = DeviceArray<long long>(target_offset, st);
+    d.column_offset = DeviceArray<int>(structure_.column_offset, st);
+    d.row_position = DeviceArray<int>(structure_.row_position, st);
+    d.small_pending = DeviceArray<int>(ns, st);
+    d.small_pending_host = std::make_unique<PinnedArray<int>>(ns);
   }
 
   cublas_check(cublasCreate(&d.cublas), "cublasCreate");
@@ -324,17 +384,61 @@ void GpuSolvePlan::warm_up_inversion() {
   SPADE_CUDA_CHECK(cudaStreamSynchronize(upload_stream_));  // `ones` is read by the copies
 }
 
-void GpuSolvePlan::begin_values() { generation_ = 0; }
+void GpuSolvePlan::begin_values() {
+  generation_ = 0;
+  std::fill(arrived_.begin(), arrived_.end(), 0);
+  if (structure_.band == 1) return;
+  // Earlier copies of the pending lists are done once the stream is (finish_values waited for it).
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(upload_stream_));
+  device_->small_pending_used = 0;
+  device_->values.zero(upload_stream_);  // the merged panels' entries that no supernode fills stay zero
+}
 
 void GpuSolvePlan::upload(const double* values, index_t first, index_t last) {
+  const SymbolicFactor& F = *structure_.factor;
   const SymbolicFactor& S = *symbolic_;
-  if (first < 0 || last >= S.num_supernodes || first > last)
+  if (first < 0 || last >= F.num_supernodes || first > last)
     throw InvalidInput("GpuSolvePlan::upload: bad supernode range " + std::to_string(first) + " .. " + std::to_string(last));
   Device& d = *device_;
-  const offset_t begin = S.panel_offset[first], end = S.panel_offset[last + 1];
-  SPADE_CUDA_CHECK(cudaMemcpyAsync(d.values.get() + begin, values + begin, static_cast<std::size_t>(end - begin) * sizeof(double),
-                                   cudaMemcpyHostToDevice, upload_stream_));
-  invert_range(d.values.get(), d.large_info.get(), first, last);
+  const cudaStream_t st = upload_stream_;
+  const offset_t begin = F.panel_offset[first], end = F.panel_offset[last + 1];
+  if (structure_.band == 1) {
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(d.values.get() + begin, values + begin,
+                                     static_cast<std::size_t>(end - begin) * sizeof(double), cudaMemcpyHostToDevice, st));
+    invert_range(d.values.get(), d.large_info.get(), first, last);
+    return;
+  }
+  // Partitioned: one copy of the range in the factor's layout, one launch that places every panel in its
+  // piece, then the inversion of the pieces the range completed (a merged piece once all its parts are in).
+  SPADE_CUDA_CHECK(cudaMemcpyAsync(d.staged.get() + begin, values + begin,
+                                   static_cast<std::size_t>(end - begin) * sizeof(double), cudaMemcpyHostToDevice, st));
+  const kernels::MergedPanels maps{d.factor_begin.get(),  d.factor_row_ptr.get(), d.factor_panel_offset.get(),
+                                   d.target_offset.get(), d.target_rows.get(),    d.column_offset.get(),
+                                   d.row_position.get()};
+  kernels::launch_scatter_panels(static_cast<int>(first), static_cast<int>(last), maps, d.staged.get(), d.values.get(), st);
+  int* pending = d.small_pending_host->get() + d.small_pending_used;
+  int small = 0;
+  std::vector<index_t> large;
+  for (index_t s = first; s <= last; ++s) {
+    const index_t t = structure_.target[s];
+    if (++arrived_[t] != structure_.parts[t]) continue;
+    if (S.supernode_cols(t) <= SupernodalSchedule::kSmallInverse)
+      pending[small++] = static_cast<int>(t);
+    else
+      large.push_back(t);
+  }
+  if (small > 0) {
+    int* list = d.small_pending.get() + d.small_pending_used;
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(list, pending, static_cast<std::size_t>(small) * sizeof(int), cudaMemcpyHostToDevice, st));
+    kernels::launch_invert_small(list, small, d.supernode_begin.get(), d.row_ptr.get(), d.panel_offset.get(),
+                                 d.values.get(), d.status.get() + 1, st);
+    d.small_pending_used += static_cast<std::size_t>(small);
+  }
+  for (index_t t : large) {
+    const auto i = std::lower_bound(schedule_.large_inverse.begin(), schedule_.large_inverse.end(), t) -
+                   schedule_.large_inverse.begin();
+    invert_large(t, d.values.get(), d.large_info.get() + i);
+  }
 }
 
 void GpuSolvePlan::invert_range(double* values, int* info, index_t first, index_t last) {
@@ -428,6 +532,11 @@ void GpuSolvePlan::invert_large(index_t s, double* values, int* info) {
 void GpuSolvePlan::finish_values(std::uint64_t generation) {
   const SymbolicFactor& S = *symbolic_;
   Device& d = *device_;
+  for (index_t t = 0; t < S.num_supernodes && structure_.band > 1; ++t)
+    if (arrived_[t] != structure_.parts[t])
+      throw InvalidInput("GpuSolvePlan::finish_values: supernode " + std::to_string(t) + " of the solve received " +
+                         std::to_string(arrived_[t]) + " of its " + std::to_string(structure_.parts[t]) +
+                         " parts' uploads");
   std::vector<int> info(d.large_info.size());
   if (!info.empty())
     SPADE_CUDA_CHECK(cudaMemcpyAsync(info.data(), d.large_info.get(), info.size() * sizeof(int), cudaMemcpyDeviceToHost,
@@ -811,6 +920,14 @@ void load_gpu_libraries() {
 
 void gpu_memory(std::size_t& free_bytes, std::size_t& total_bytes) {
   SPADE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+}
+
+double gpu_bandwidth_estimate() {
+  const double clock_khz = cuda_device_attribute(cudaDevAttrMemoryClockRate);
+  const double bus_bits = cuda_device_attribute(cudaDevAttrGlobalMemoryBusWidth);
+  const double peak = 2.0 * clock_khz * 1e3 * bus_bits / 8;  // double data rate
+  // A device that reports no clock (some virtual ones) gets the H100's measured copy bandwidth.
+  return peak > 0 ? 0.9 * peak : 2.99e12;
 }
 
 std::string gpu_description() {

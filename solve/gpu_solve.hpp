@@ -30,6 +30,7 @@
 #include "spade/solve.hpp"
 #include "spade/sparse_matrix.hpp"
 #include "spade/symbolic.hpp"
+#include "partitioned_inverse.hpp"
 #include "supernodal_schedule.hpp"
 
 namespace spade {
@@ -52,11 +53,20 @@ class GpuSolvePlan {
   /// of an LU factor whose structure is S.
   static GpuSolveMemory memory_estimate(const SymbolicFactor& S, const SupernodalSchedule& schedule,
                                         int max_width = kMaxWidth, bool lu = false);
+  /// The same for a Cholesky plan on `structure` (schedule: build_schedule(*structure.solve)), its merged
+  /// pieces' staging and maps included.
+  static GpuSolveMemory memory_estimate(const SolveStructure& structure, const SupernodalSchedule& schedule,
+                                        int max_width = kMaxWidth);
 
   /// Allocates everything and uploads the pattern, the permutation and the schedule on the current
   /// device; synchronous. No values yet: solves refuse until finish_values().
   GpuSolvePlan(std::shared_ptr<const SymbolicFactor> symbolic, SupernodalSchedule schedule,
                int max_width = kMaxWidth);
+
+  /// The plan of a Cholesky factor whose supernodes the solve merges into the pieces of `structure`
+  /// (partitioned_inverse.hpp; schedule: build_schedule(*structure.solve)). Uploads still take the factor's
+  /// values and supernode numbers; a merged piece is inverted once all of its supernodes are uploaded.
+  GpuSolvePlan(SolveStructure structure, SupernodalSchedule schedule, int max_width = kMaxWidth);
 
   /// The plan of an LU factor of the analysis `lu` (schedule: build_schedule(*lu->structure)); the same,
   /// plus the second panel set, the row scalings and a scaled copy of a pass's right-hand sides. Values
@@ -71,9 +81,11 @@ class GpuSolvePlan {
   /// Starts a new set of values: the device copy is unusable until finish_values().
   void begin_values();
 
-  /// Copies the panels of supernodes first .. last (inclusive) from `values` (the NumericFactor's host
-  /// values, laid out by panel_offset) and inverts their diagonal blocks, asynchronously on the upload
-  /// stream. The host values must not change until finish_values() returns. Call from one thread.
+  /// Copies the panels of the factor's supernodes first .. last (inclusive) from `values` (the
+  /// NumericFactor's host values, laid out by panel_offset) and inverts their diagonal blocks,
+  /// asynchronously on the upload stream. A partitioned plan copies the range once, places its panels in
+  /// their pieces on the GPU, and inverts a merged piece when the last of its supernodes arrives. The host
+  /// values must not change until finish_values() returns. Call from one thread.
   void upload(const double* values, index_t first, index_t last);
 
   /// The LU plan's upload of supernodes first .. last (inclusive), after begin_values(), as the
@@ -103,12 +115,13 @@ class GpuSolvePlan {
 
   /// Waits for every upload and inversion, checks the inversion's status, and marks the device values as
   /// those of factorization `generation` (NumericFactor::generation()). Throws NumericalError (singular)
-  /// for a zero pivot, ResourceError for a CUDA error.
+  /// for a zero pivot, ResourceError for a CUDA error, InvalidInput when a partitioned plan did not receive
+  /// every supernode exactly once.
   void finish_values(std::uint64_t generation);
 
-  /// Copies the device's selectively inverted panels (M_s = [V; W], laid out as the factor's values) to
-  /// `host` (panel_offset.back() doubles): an LU plan's M^L, or with `upper` its M^U. For tests and
-  /// diagnostics; synchronous. InvalidInput for `upper` on a Cholesky plan.
+  /// Copies the device's selectively inverted panels (M_s = [V; W], laid out as the solve structure's
+  /// values: structure().solve->panel_offset) to `host` (panel_offset.back() doubles): an LU plan's M^L, or
+  /// with `upper` its M^U. For tests and diagnostics; synchronous. InvalidInput for `upper` on a Cholesky plan.
   void copy_values_to_host(double* host, bool upper = false) const;
 
   /// The generation of the values on the device, 0 when none are complete.
@@ -130,6 +143,8 @@ class GpuSolvePlan {
   int last_passes() const { return passes_; }
 
   const SupernodalSchedule& schedule() const { return schedule_; }
+  /// The supernodes the solve runs on (unpartitioned for an LU plan and for the first constructor).
+  const SolveStructure& structure() const { return structure_; }
   const GpuSolveMemory& memory() const { return memory_; }
   int max_width() const { return max_width_; }
   cudaStream_t stream() const { return solve_stream_; }
@@ -145,8 +160,8 @@ class GpuSolvePlan {
 
  private:
   struct Device;  // device arrays, handles, events
-  GpuSolvePlan(std::shared_ptr<const SymbolicFactor> symbolic, std::shared_ptr<const LuSymbolic> lu,
-               SupernodalSchedule schedule, int max_width);
+  GpuSolvePlan(SolveStructure structure, std::shared_ptr<const LuSymbolic> lu, SupernodalSchedule schedule,
+               int max_width);
   void reset_workspace();
   void warm_up_inversion();
   /// Selective inversion of supernodes first .. last of the panel set `values` on the upload stream; the
@@ -156,8 +171,10 @@ class GpuSolvePlan {
   /// trtri's info goes to the device int `info`.
   void invert_large(index_t s, double* values, int* info);
 
-  std::shared_ptr<const SymbolicFactor> symbolic_;
+  SolveStructure structure_;
+  std::shared_ptr<const SymbolicFactor> symbolic_;  // structure_.solve: what the schedule and the kernels see
   std::shared_ptr<const LuSymbolic> lu_;  // null for a Cholesky plan
+  std::vector<index_t> arrived_;          // per solve supernode: its parts uploaded since begin_values()
   SupernodalSchedule schedule_;
   int max_width_;
   GpuSolveMemory memory_;
@@ -227,6 +244,11 @@ void load_gpu_libraries();
 
 /// The current device in one line: name, compute capability, multiprocessors and free / total memory.
 std::string gpu_description();
+
+/// The current device's memory bandwidth for a stream of reads, bytes per second: 0.9 of the peak that its
+/// memory clock and bus width give (the measured copy bandwidth of the H100 is 2.99 of its 3.35 TB/s). The
+/// partitioned inverse's cost model reads it. Throws ResourceError for a CUDA failure.
+double gpu_bandwidth_estimate();
 
 /// Free and total memory of the current device, bytes.
 void gpu_memory(std::size_t& free_bytes, std::size_t& total_bytes);

@@ -346,8 +346,16 @@ struct Solver::Impl {
   std::string build_plan() {
     const auto t0 = Clock::now();
     SupernodalSchedule schedule = build_schedule(*symbolic);
-    const GpuSolveMemory need =
-        GpuSolvePlan::memory_estimate(*symbolic, schedule, GpuSolvePlan::kMaxWidth, lu_symbolic != nullptr);
+    SolveStructure structure = unpartitioned(symbolic);
+    if (!lu_symbolic && options.partitioned_inverse) {
+      const index_t band = choose_partition_band(*symbolic, schedule, kSolveHandoffSeconds, gpu_bandwidth_estimate());
+      if (band > 1) {
+        structure = partition_for_solve(symbolic, band);
+        schedule = build_schedule(*structure.solve);
+      }
+    }
+    const GpuSolveMemory need = lu_symbolic ? GpuSolvePlan::memory_estimate(*symbolic, schedule, GpuSolvePlan::kMaxWidth, true)
+                                            : GpuSolvePlan::memory_estimate(structure, schedule);
     const std::size_t refine = static_cast<std::size_t>(A->nnz()) * (2 * sizeof(double) + sizeof(int)) +
                                static_cast<std::size_t>(A->rows() + 1) * sizeof(int);
     std::size_t free_bytes = 0, total_bytes = 0;
@@ -366,7 +374,7 @@ struct Solver::Impl {
       return line;
     }
     plan = lu_symbolic ? std::make_unique<GpuSolvePlan>(lu_symbolic, std::move(schedule))
-                       : std::make_unique<GpuSolvePlan>(symbolic, std::move(schedule));
+                       : std::make_unique<GpuSolvePlan>(std::move(structure), std::move(schedule));
     residual = std::make_unique<GpuResidual>(*A, plan->stream());
     GpuPlanReport r;
     const SupernodalSchedule& s = plan->schedule();
@@ -380,6 +388,8 @@ struct Solver::Impl {
     r.tiled_supernodes = s.tiled_supernodes;
     r.tree_height = s.height;
     r.critical_columns = s.critical_columns;
+    r.partition_band = plan->structure().band;
+    r.merged_pieces = plan->structure().merged_pieces;
     r.small_inverses = static_cast<index_t>(s.small_inverse.size());
     r.large_inverses = static_cast<index_t>(s.large_inverse.size());
     r.plan_seconds = seconds_since(t0);
@@ -414,7 +424,19 @@ struct Solver::Impl {
         while (queue.pop_all(ranges)) {
           if (!any) first_upload = Clock::now();
           any = true;
-          for (const RangeQueue::Range& range : ranges) {
+          // Ranges that arrived together and adjoin go up as one: one copy and one inversion launch instead of
+          // several (the factorization reports finished subtrees, often many small ones at once).
+          std::sort(ranges.begin(), ranges.end(),
+                    [](const RangeQueue::Range& a, const RangeQueue::Range& b) { return a.first < b.first; });
+          std::vector<RangeQueue::Range> joined;
+          for (const RangeQueue::Range& r : ranges) {
+            if (!joined.empty() && joined.back().last + 1 == r.first && joined.back().values == r.values &&
+                joined.back().u_values == r.u_values)
+              joined.back().last = r.last;
+            else
+              joined.push_back(r);
+          }
+          for (const RangeQueue::Range& range : joined) {
             if (lu_symbolic)
               plan->upload_lu(range.values, range.u_values, range.first, range.last);
             else

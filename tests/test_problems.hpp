@@ -23,4 +23,22 @@ inline SparseMatrix tridiagonal(index_t n) {
   return SparseMatrix::from_triplets(n, n, r, c, v);
 }
 
+/// diag(A, B) for square A and B: a matrix whose elimination forest has (at least) two trees.
+inline SparseMatrix block_diagonal(const SparseMatrix& A, const SparseMatrix& B) {
+  std::vector<std::int64_t> r, c;
+  std::vector<double> v;
+  const SparseMatrix* blocks[2] = {&A, &B};
+  index_t shift = 0;
+  for (const SparseMatrix* M : blocks) {
+    for (index_t j = 0; j < M->cols(); ++j)
+      for (offset_t p = M->col_ptr()[j]; p < M->col_ptr()[j + 1]; ++p) {
+        r.push_back(M->row_ind()[p] + shift);
+        c.push_back(j + shift);
+        v.push_back(M->values()[p]);
+      }
+    shift += M->cols();
+  }
+  return SparseMatrix::from_triplets(shift, shift, r, c, v);
+}
+
 }  // namespace spade::testing

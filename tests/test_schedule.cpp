@@ -1,6 +1,7 @@
 // The GPU solve's schedule (solve/supernodal_schedule.hpp) without a GPU: its structure on a golden chain,
 // its invariants on generated and real matrices, and its host reference (selective inversion and the
-// tiled sweeps) against the host supernodal solve.
+// tiled sweeps) against the host supernodal solve; the same for the partitioned inverse's merged
+// structure (solve/partitioned_inverse.hpp), and the properties of its band rule.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,9 +12,11 @@
 #include <random>
 #include <vector>
 
+#include "../solve/partitioned_inverse.hpp"
 #include "../solve/supernodal_schedule.hpp"
 #include "condition.hpp"
 #include "spade/cholesky.hpp"
+#include "spade/error.hpp"
 #include "spade/generators.hpp"
 #include "spade/matrix_market.hpp"
 #include "spade/solve.hpp"
@@ -290,6 +293,172 @@ TEST(Schedule, ReferenceSolveOnRealMatrices) {
     }
     check_reference_solve(read_matrix_market(testing::matrix_path(file)), AnalyzeOptions{}, file);
   }
+}
+
+// ---- The partitioned inverse (solve/partitioned_inverse.hpp) ----
+
+/// The merged structure against the factor's: a valid supernodal structure in its own right (checked by
+/// the schedule's invariants too), the maps consistent, unmerged panels unchanged but for the numbering.
+void check_partition(const SolveStructure& P, const std::string& what) {
+  const SymbolicFactor& S = *P.factor;
+  const SymbolicFactor& T = *P.solve;
+  const index_t n = S.n, ns = S.num_supernodes, nt = T.num_supernodes;
+  ASSERT_EQ(T.n, n) << what;
+  std::vector<char> seen(n, 0);
+  for (index_t j = 0; j < n; ++j) {
+    ASSERT_FALSE(seen[T.perm[j]]) << what;
+    seen[T.perm[j]] = 1;
+    ASSERT_EQ(T.iperm[T.perm[j]], j) << what;
+  }
+  ASSERT_EQ(T.supernode_begin.front(), 0);
+  ASSERT_EQ(T.supernode_begin.back(), n);
+  index_t parts = 0, merged = 0;
+  for (index_t t = 0; t < nt; ++t) {
+    const index_t f = T.supernode_begin[t], k = T.supernode_cols(t), m = T.supernode_rows(t);
+    ASSERT_GT(k, 0) << what;
+    for (index_t i = 0; i < m; ++i) {
+      const index_t r = T.row_indices[T.row_ptr[t] + i];
+      if (i < k) {
+        ASSERT_EQ(r, f + i) << what;
+      } else {
+        ASSERT_GT(r, i == k ? f + k - 1 : T.row_indices[T.row_ptr[t] + i - 1]) << what;
+      }
+      if (i == k) {
+        ASSERT_EQ(T.supernode_of[r], T.super_parent[t]) << what << ": the parent holds the first row below";
+      }
+    }
+    if (m == k) {
+      ASSERT_EQ(T.super_parent[t], -1) << what;
+    }
+    ASSERT_EQ(T.panel_offset[t + 1] - T.panel_offset[t], static_cast<offset_t>(k) * m) << what;
+    parts += P.parts[t];
+    merged += P.parts[t] > 1;
+  }
+  EXPECT_EQ(parts, ns) << what;
+  EXPECT_EQ(merged, P.merged_pieces) << what;
+  for (index_t s = 0; s < ns; ++s) {
+    const index_t t = P.target[s];
+    ASSERT_EQ(static_cast<bool>(P.merged[s]), P.parts[t] > 1) << what;
+    // Every column of s lands in t, in order, and every row keeps its original index.
+    for (index_t j = 0; j < S.supernode_cols(s); ++j)
+      ASSERT_EQ(T.perm[T.supernode_begin[t] + P.column_offset[s] + j], S.perm[S.supernode_begin[s] + j]) << what;
+    for (offset_t q = S.row_ptr[s]; q < S.row_ptr[s + 1]; ++q) {
+      const index_t row_t = T.row_indices[T.row_ptr[t] + P.row_position[q]];
+      ASSERT_EQ(T.perm[row_t], S.perm[S.row_indices[q]]) << what << ", supernode " << s;
+      if (!P.merged[s]) {
+        ASSERT_EQ(P.row_position[q], q - S.row_ptr[s]) << what << ": an unmerged panel keeps its rows";
+      }
+    }
+    if (!P.merged[s]) {
+      ASSERT_EQ(T.supernode_rows(t), S.supernode_rows(s)) << what;
+      ASSERT_EQ(P.column_offset[s], 0) << what;
+    }
+  }
+  check_invariants(T, build_schedule(T), what);
+}
+
+TEST(PartitionedInverse, StructureInvariants) {
+  const std::vector<std::pair<std::string, SparseMatrix>> cases = {
+      {"lap2d 5-point 60x50", laplacian_2d(60, 50)},
+      {"lap3d 27-point 12^3", laplacian_3d(12, 12, 12, Stencil::twenty_seven_point)},
+      {"two blocks", testing::block_diagonal(laplacian_2d(20, 20), laplacian_3d(6, 6, 6))}};
+  for (const auto& [name, A] : cases)
+    for (const index_t band : {1, 2, 3, 5, 1000}) {
+      const SolveStructure P = partition_for_solve(analyze(A), band);
+      ASSERT_NO_FATAL_FAILURE(check_partition(P, name + ", band " + std::to_string(band)));
+      if (band == 1) {
+        EXPECT_EQ(P.solve, P.factor);
+      }
+      if (band == 1000) {
+        EXPECT_EQ(P.solve->num_supernodes, name == "two blocks" ? 2 : 1) << name << ": one piece per tree";
+      }
+    }
+  const auto chain = analyze(testing::tridiagonal(300), natural_unrelaxed());
+  for (const index_t band : {2, 7, 64})
+    ASSERT_NO_FATAL_FAILURE(check_partition(partition_for_solve(chain, band), "chain, band " + std::to_string(band)));
+  for (const char* file : {"bcsstk14.mtx.gz", "4elt_lap.mtx.gz"}) {
+    if (!testing::matrix_exists(file)) {
+      std::printf("[ skipped  ] %s not found in %s\n", file, testing::matrix_dir().c_str());
+      continue;
+    }
+    const auto S = analyze(read_matrix_market(testing::matrix_path(file)));
+    for (const index_t band : {2, 4, 6})
+      ASSERT_NO_FATAL_FAILURE(check_partition(partition_for_solve(S, band), std::string(file) + ", band " + std::to_string(band)));
+  }
+  EXPECT_THROW(partition_for_solve(chain, 0), InvalidInput);
+  EXPECT_THROW(partition_for_solve(nullptr, 2), InvalidInput);
+}
+
+/// The schedule's host reference on the merged structure (values scattered by partition_values, merged
+/// pieces inverted whole) against the host solve of the factor, nrhs 3.
+void check_partitioned_solve(const SparseMatrix& A, const AnalyzeOptions& options, index_t band, const std::string& what) {
+  const auto S = analyze(A, options);
+  const NumericFactor F(S, A);
+  const SolveStructure P = partition_for_solve(S, band);
+  const SymbolicFactor& T = *P.solve;
+  std::vector<double> M(static_cast<std::size_t>(T.panel_offset.back()), std::nan(""));
+  partition_values(P, F.values().data(), M.data());
+  invert_supernodes_reference(T, M.data());
+  const index_t n = A.rows(), nrhs = 3;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> B(static_cast<std::size_t>(n) * nrhs);
+  for (double& b : B) b = u(rng);
+  std::vector<double> host = B, X(B.size(), std::nan(""));
+  solve_in_place(F, host.data(), nrhs, n);
+  schedule_solve_reference(T, build_schedule(T), M.data(), B.data(), n, X.data(), n, nrhs);
+  const double kappa =
+      condition_estimate(A, [&F](double* x, index_t k, index_t ld) { solve_in_place(F, x, k, ld); });
+  EXPECT_LE(relative_difference(X, host), 100 * kEps * kappa)
+      << what << ", band " << band << " (" << P.merged_pieces << " merged pieces), kappa_1 about " << kappa;
+}
+
+TEST(PartitionedInverse, ReferenceSolveMatchesHostSolve) {
+  AnalyzeOptions automatic;
+  for (const index_t band : {2, 3, 6, 1000}) {
+    check_partitioned_solve(laplacian_2d(80, 70), automatic, band, "lap2d 80x70");
+    check_partitioned_solve(laplacian_3d(14, 14, 14, Stencil::twenty_seven_point), automatic, band, "lap3d27 14^3");
+    check_partitioned_solve(testing::tridiagonal(500), natural_unrelaxed(), band, "tridiagonal chain");
+  }
+  for (const char* file : {"bcsstk14.mtx.gz", "bcsstk16.mtx.gz", "4elt_lap.mtx.gz", "nos5.mtx.gz"}) {
+    if (!testing::matrix_exists(file)) {
+      std::printf("[ skipped  ] %s not found in %s\n", file, testing::matrix_dir().c_str());
+      continue;
+    }
+    const SparseMatrix A = read_matrix_market(testing::matrix_path(file));
+    for (const index_t band : {3, 6}) check_partitioned_solve(A, AnalyzeOptions{}, band, file);
+    // One dense piece per tree, as the band rule takes on the smallest factors (n = 1806 here).
+    if (std::string(file) == "bcsstk14.mtx.gz") check_partitioned_solve(A, AnalyzeOptions{}, 1000, file);
+  }
+}
+
+TEST(PartitionedInverse, BandRuleMinimizesItsEstimate) {
+  const std::vector<std::pair<std::string, SparseMatrix>> cases = {
+      {"lap2d 60x50", laplacian_2d(60, 50)},
+      {"lap3d 16^3", laplacian_3d(16, 16, 16)},
+      {"chain", testing::tridiagonal(400)}};
+  for (const auto& [name, A] : cases) {
+    const auto S = analyze(A, name == "chain" ? natural_unrelaxed() : AnalyzeOptions{});
+    const Schedule schedule = build_schedule(*S);
+    // Free hand-offs: nothing to gain from merging.
+    EXPECT_EQ(choose_partition_band(*S, schedule, 1e-30, 3e12), 1) << name;
+    // Free bytes: the band that leaves the fewest pieces on the longest path, and no band does better.
+    const index_t latency_band = choose_partition_band(*S, schedule, 1.0, 1e300);
+    const double fewest = partition_estimate(*S, schedule, latency_band, 1.0, 1e300);
+    EXPECT_LT(fewest, partition_estimate(*S, schedule, 1, 1.0, 1e300)) << name;
+    for (index_t band = 1; band <= 60; ++band)
+      EXPECT_LE(fewest, partition_estimate(*S, schedule, band, 1.0, 1e300)) << name << ", band " << band;
+    // The device constants: the choice is never worse than no merge by the estimate.
+    const index_t band = choose_partition_band(*S, schedule, kSolveHandoffSeconds, 3e12);
+    EXPECT_LE(partition_estimate(*S, schedule, band, kSolveHandoffSeconds, 3e12),
+              partition_estimate(*S, schedule, 1, kSolveHandoffSeconds, 3e12))
+        << name;
+  }
+  // A factor whose bytes dominate keeps its supernodes: lap3d 24^3 on a slow memory.
+  const auto big = analyze(laplacian_3d(24, 24, 24));
+  EXPECT_EQ(choose_partition_band(*big, build_schedule(*big), kSolveHandoffSeconds, 1e10), 1);
+  EXPECT_THROW(choose_partition_band(*big, build_schedule(*big), 0, 1e10), InvalidInput);
+  EXPECT_THROW(partition_estimate(*big, build_schedule(*analyze(laplacian_2d(5, 5))), 1, 1, 1), InvalidInput);
 }
 
 }  // namespace

@@ -213,6 +213,110 @@ TEST(GpuPlan, SelectiveInversionMatchesTheHostReference) {
   }
 }
 
+TEST(GpuPlan, PartitionedInverseMatchesTheHostReference) {
+  SPADE_REQUIRE_GPU();
+  // Pieces of several bands, uploaded in ranges of 7 supernodes from the last range to the first, so that
+  // pieces complete in any order: panels against partition_values + the host inversion, then solves
+  // (nrhs 1, 3 and 9: one pass, and a full and a partial one) against the host solve.
+  AnalyzeOptions chain;
+  chain.ordering = OrderingMethod::natural;
+  chain.supernodes.relax = false;
+  struct Case {
+    std::string name;
+    SparseMatrix A;
+    AnalyzeOptions options;
+  };
+  std::vector<Case> cases = {{"lap2d 90x80", laplacian_2d(90, 80), {}},
+                             {"lap3d27 12^3", laplacian_3d(12, 12, 12, Stencil::twenty_seven_point), {}},
+                             {"tridiagonal chain", testing::tridiagonal(700), chain},
+                             {"two trees", testing::block_diagonal(laplacian_2d(30, 20), laplacian_3d(7, 7, 7)), {}}};
+  if (testing::matrix_exists("bcsstk14.mtx.gz"))
+    cases.push_back({"bcsstk14", read_matrix_market(testing::matrix_path("bcsstk14.mtx.gz")), {}});
+  else
+    std::printf("[ skipped  ] bcsstk14.mtx.gz not found in %s\n", testing::matrix_dir().c_str());
+  for (const Case& c : cases) {
+    const NumericFactor F(analyze(c.A, c.options), c.A);
+    const double kappa = condition_of(c.A, F);
+    const index_t n = c.A.rows(), ns = F.symbolic().num_supernodes;
+    for (const index_t band : {2, 3, 6, 1000}) {
+      const std::string what = c.name + ", band " + std::to_string(band);
+      SolveStructure structure = partition_for_solve(F.symbolic_ptr(), band);
+      const auto solve_structure = structure.solve;
+      const SymbolicFactor& T = *solve_structure;
+      GpuSolvePlan plan(std::move(structure), build_schedule(T));
+      plan.begin_values();
+      for (index_t s = (ns - 1) / 7 * 7; s >= 0; s -= 7) plan.upload(F.values().data(), s, std::min(ns - 1, s + 6));
+      plan.finish_values(F.generation());
+      std::vector<double> reference(static_cast<std::size_t>(T.panel_offset.back()));
+      partition_values(plan.structure(), F.values().data(), reference.data());
+      invert_supernodes_reference(T, reference.data());
+      std::vector<double> device(reference.size(), std::nan(""));
+      plan.copy_values_to_host(device.data());
+      ASSERT_NO_FATAL_FAILURE(check_inverted_panels(T, device, reference, 1e3, what + ": "));
+      for (const index_t nrhs : {1, 3, 9}) {
+        unsigned seed = 0;
+        const std::vector<double> B = random_block(n, nrhs, seed);
+        std::vector<double> X(B.size()), expected = B;
+        solve_in_place(F, expected.data(), nrhs, n);
+        double *dB = nullptr, *dX = nullptr;
+        ASSERT_EQ(cudaMalloc(&dB, B.size() * sizeof(double)), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(&dX, B.size() * sizeof(double)), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dB, B.data(), B.size() * sizeof(double), cudaMemcpyHostToDevice), cudaSuccess);
+        plan.solve(dB, n, dX, n, nrhs, F.generation());
+        ASSERT_EQ(cudaMemcpy(X.data(), dX, X.size() * sizeof(double), cudaMemcpyDeviceToHost), cudaSuccess);
+        cudaFree(dB);
+        cudaFree(dX);
+        EXPECT_LE(relative_difference(X, expected), 1000 * kEps * std::max(kappa, 1.0))
+            << what << ", nrhs " << nrhs << ", kappa_1 about " << kappa;
+      }
+    }
+  }
+  // A piece that never received all its supernodes is an error, not a wrong answer.
+  const NumericFactor F(analyze(laplacian_2d(40, 40)), laplacian_2d(40, 40));
+  SolveStructure structure = partition_for_solve(F.symbolic_ptr(), 4);
+  ASSERT_GT(structure.merged_pieces, 0);
+  const auto T = structure.solve;
+  GpuSolvePlan plan(std::move(structure), build_schedule(*T));
+  plan.begin_values();
+  plan.upload(F.values().data(), 0, F.symbolic().num_supernodes - 2);
+  EXPECT_THROW(plan.finish_values(F.generation()), InvalidInput);
+}
+
+TEST(GpuSolve, PartitionedInverseThroughTheSolver) {
+  SPADE_REQUIRE_GPU();
+  // A small factor, where the cost model merges levels: the facade's solves, refinement and a
+  // refactorization with new values go through the merged pieces.
+  SolverOptions options = on(Placement::gpu);
+  options.partitioned_inverse = true;
+  SparseMatrix A = laplacian_2d(60, 50);
+  Solver solver(options);
+  solver.analyze(A);
+  solver.factorize(A);
+  ASSERT_TRUE(solver.on_gpu()) << solver.report().placement_reason;
+  ASSERT_GT(solver.report().plan->partition_band, 1);
+  EXPECT_GT(solver.report().plan->merged_pieces, 0);
+  const index_t n = A.rows();
+  for (int round = 0; round < 2; ++round) {
+    const NumericFactor& F = solver.factor();
+    const double kappa = condition_of(A, F);
+    for (const index_t nrhs : {1, 16}) {
+      unsigned seed = 0;
+      const std::vector<double> B = random_block(n, nrhs, seed);
+      std::vector<double> X = B, expected = B;
+      solver.solve(X.data(), nrhs, n);
+      solve_in_place(F, expected.data(), nrhs, n);
+      EXPECT_LE(relative_difference(X, expected), 1000 * kEps * kappa) << "round " << round << ", nrhs " << nrhs;
+    }
+    std::vector<double> b(n, 1.0), x(n);
+    EXPECT_LE(solver.solve_refined(b.data(), n, x.data(), n, 1).solution.berr, 1e-14);
+    // New values, same pattern: the plan streams them into the same pieces.
+    for (index_t j = 0; j < n; ++j)
+      for (offset_t p = A.col_ptr()[j]; p < A.col_ptr()[j + 1]; ++p)
+        if (A.row_ind()[p] == j) A.values()[p] += 1.0;
+    solver.factorize(A);
+  }
+}
+
 /// GPU solve against the host solve through the facade, nrhs as given, tolerance C eps kappa_1(A).
 void check_gpu_against_host(const SparseMatrix& A, const std::string& what, const std::vector<index_t>& widths,
                             const AnalyzeOptions& analyze_options = {}) {
@@ -499,7 +603,9 @@ double worst_berr(const SparseMatrix& A, const std::vector<double>& B, const std
 /// outgrow |A|, and the GPU applies explicit inverses of the diagonal blocks where the host substitutes,
 /// so the two solutions agree to what their backward errors allow: kappa_1(A) (berr_gpu + berr_host) to
 /// first order, with a factor 10 for the estimate (never tighter than 1000 eps kappa_1(A)). The GPU's
-/// backward error itself must stay within 100 times the host's (or 100 eps).
+/// backward error itself must stay within 100 times the host's (or 100 eps); 1e4 times when kappa_1(A)
+/// exceeds 1e10, where the explicit inverses of ill-conditioned diagonal blocks lose more than substitution
+/// does (west0479, kappa_1 1.4e12: 1.6e-12 against the host's 5.2e-15 on one random right-hand side).
 void check_lu_gpu_against_host(Solver& solver, const SparseMatrix& A, const std::string& what,
                                const std::vector<index_t>& widths) {
   ASSERT_TRUE(solver.on_gpu()) << solver.report().placement_reason;
@@ -524,7 +630,7 @@ void check_lu_gpu_against_host(Solver& solver, const SparseMatrix& A, const std:
       std::snprintf(where, sizeof where, "%s, %s, nrhs %d, kappa_1 about %.2e, berr GPU %.2e host %.2e, seed %u",
                     what.c_str(), trans == Transpose::no ? "A X = B" : "A^T X = B", static_cast<int>(nrhs), kappa,
                     berr_gpu, berr_host, seed);
-      EXPECT_LE(berr_gpu, 100 * std::max(berr_host, kEps)) << where;
+      EXPECT_LE(berr_gpu, (kappa > 1e10 ? 1e4 : 100) * std::max(berr_host, kEps)) << where;
       EXPECT_LE(relative_difference(X, expected), kappa * std::max(1000 * kEps, 10 * (berr_gpu + berr_host))) << where;
     }
 }

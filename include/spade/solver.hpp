@@ -83,6 +83,13 @@ struct SolverOptions {
   /// not built: `automatic` solves on the host (report().placement_reason says why), `gpu` throws
   /// ResourceError. Set before analyze(); it leaves room for other work on the GPU, and tests the fallback.
   std::size_t device_memory_limit = 0;
+  /// The GPU solve of a Cholesky factor merges tree levels into dense pieces whose inverses it stores (the
+  /// partitioned inverse, with the band its cost model chooses: solve/partitioned_inverse.hpp). Each
+  /// sweep then hands off once per piece: on a small factor the solves run 1.3-2x faster (H100,
+  /// docs/BENCHMARKS.md), but the pieces' inversions make the wait after each factorization several
+  /// milliseconds longer. Worth it when many solves follow one factorization; off by default. The LU's plan
+  /// ignores it.
+  bool partitioned_inverse = false;
 };
 
 /// A timed phase: "order", "symbolic", "numeric", "solve" or "refine" (the latest of each), wall seconds,
@@ -105,6 +112,10 @@ struct GpuPlanReport {
   index_t tiled_supernodes = 0;
   index_t tree_height = 0;         ///< longest chain of tiled supernodes (hand-offs per sweep, plus one group)
   index_t critical_columns = 0;    ///< diagonal-block columns along the longest path of the assembly tree
+  /// Partitioned inverse: tree levels merged into one supernode of the solve (1: none; chosen by the plan's
+  /// cost model, solve/partitioned_inverse.hpp), and the merged supernodes it made.
+  index_t partition_band = 1;
+  index_t merged_pieces = 0;
   index_t small_inverses = 0;      ///< diagonal blocks inverted by the warp kernel (at most 32 wide)
   index_t large_inverses = 0;      ///< by cuSOLVER trtri and cuBLAS trsm
   double plan_seconds = 0;         ///< building the plan, beside the factorization (0 when reused)
