@@ -99,6 +99,7 @@ spade::SolverOptions to_solver_options(const spade_options& o) {
   options.threads = o.threads;
   options.refine.max_steps = o.refine_max_steps;
   options.refine.tolerance = o.refine_tolerance;
+  options.partitioned_inverse = o.partitioned_inverse != 0;
   return options;
 }
 

@@ -98,7 +98,8 @@ static void test_version(void) {
   CHECK(SPADE_VERSION == SPADE_VERSION_MAJOR * 10000 + SPADE_VERSION_MINOR * 100 + SPADE_VERSION_PATCH);
   const spade_options a = spade_default_options(), b = SPADE_OPTIONS_INIT;
   CHECK(a.ordering == b.ordering && a.threads == b.threads && a.placement == b.placement &&
-        a.refine_max_steps == b.refine_max_steps && a.refine_tolerance == b.refine_tolerance);
+        a.refine_max_steps == b.refine_max_steps && a.refine_tolerance == b.refine_tolerance &&
+        a.partitioned_inverse == b.partitioned_inverse && a.partitioned_inverse == 0);
   CHECK(a.ordering == SPADE_ORDERING_AUTO && a.placement == SPADE_PLACEMENT_AUTO && a.refine_max_steps == 10);
 }
 

@@ -80,9 +80,12 @@ typedef struct spade_options {
   spade_placement placement; /* default SPADE_PLACEMENT_AUTO */
   int refine_max_steps;      /* spade_solve_refined: at most this many corrections; default 10 */
   double refine_tolerance;   /* stop once berr <= this; 0 (default) = 2 * machine epsilon */
+  int partitioned_inverse;   /* nonzero: the GPU solve merges tree levels into dense inverted pieces (the
+                                CLI's --partitioned-inverse: faster solves on small factors, a longer wait
+                                after each factorization); default 0 */
 } spade_options;
 
-#define SPADE_OPTIONS_INIT {SPADE_ORDERING_AUTO, 0, SPADE_PLACEMENT_AUTO, 10, 0.0}
+#define SPADE_OPTIONS_INIT {SPADE_ORDERING_AUTO, 0, SPADE_PLACEMENT_AUTO, 10, 0.0, 0}
 
 /* A sparse matrix given by the caller (see the file comment): n x n, CSC, 0-based, host memory. */
 typedef struct spade_csc {

@@ -109,7 +109,8 @@ def _rhs_block(b, n, what="b"):
 class Cholesky:
     """The Cholesky factorization P A P^T = L L^T of a sparse symmetric positive definite A, ready to solve.
 
-    Cholesky(A, ordering="auto", threads=0, device="auto", refine=10, tolerance=0.0)
+    Cholesky(A, ordering="auto", threads=0, device="auto", refine=10, tolerance=0.0,
+             partitioned_inverse=False)
 
     Args:
         A: scipy.sparse matrix or array, n x n, symmetric (both triangles stored), positive definite.
@@ -122,6 +123,8 @@ class Cholesky:
             factor fits, else the host), "gpu" (a ResourceError when it cannot) or "cpu".
         refine: the most refinement steps solve_refined makes.
         tolerance: solve_refined stops once the backward error is at most this; 0 means 2 eps.
+        partitioned_inverse: the GPU solve merges tree levels into dense inverted pieces (the CLI's
+            --partitioned-inverse): faster solves on small factors, a longer wait after the factorization.
 
     Raises:
         ValueError: A is not a square real sparse matrix, not symmetric, has NaN/Inf values; an unknown
@@ -130,10 +133,12 @@ class Cholesky:
         MemoryError, ResourceError: as in the module docstring.
     """
 
-    def __init__(self, A, ordering="auto", threads=0, device="auto", refine=10, tolerance=0.0):
+    def __init__(self, A, ordering="auto", threads=0, device="auto", refine=10, tolerance=0.0,
+                 partitioned_inverse=False):
         n, indptr, indices, data = _csc_arrays(A)
         self._n = n
-        self._solver = _spade._Solver(str(ordering), int(threads), str(device), int(refine), float(tolerance))
+        self._solver = _spade._Solver(str(ordering), int(threads), str(device), int(refine), float(tolerance),
+                                      bool(partitioned_inverse))
         self._solver.analyze(n, indptr, indices, data)
         self._solver.factorize(n, indptr, indices, data)
 

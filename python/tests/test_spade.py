@@ -104,6 +104,19 @@ def test_orderings_and_placements(ordering, device):
         assert not chol.on_gpu and not report["gpu"]
 
 
+@pytest.mark.parametrize("device", ["auto", "cpu"])
+def test_partitioned_inverse(device):
+    A = laplacian_2d(30, 25)
+    x_true = np.cos(np.arange(A.shape[0]))
+    chol = spade.Cholesky(A, device=device, partitioned_inverse=True)
+    np.testing.assert_allclose(chol.solve(A @ x_true), x_true, rtol=0, atol=1e-11)
+    plan = chol.report().get("plan")
+    if chol.on_gpu:
+        assert plan["partition_band"] > 1
+    else:
+        assert plan is None
+
+
 @pytest.mark.parametrize("fmt", ["csc", "csr", "coo", "lil", "dok", "bsr", "dia"])
 @pytest.mark.parametrize("kind", ["matrix", "array"])
 def test_every_scipy_format(fmt, kind):
