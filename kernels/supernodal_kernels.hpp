@@ -109,6 +109,12 @@ void launch_lu_expand_u(int first, int last, const int* supernode_begin, const l
 void launch_lu_diagonal_blocks(int first, int last, const int* supernode_begin, const long long* row_ptr,
                                const long long* panel_offset, double* l_values, double* u_values, cudaStream_t stream);
 
+/// The first step of inverting a wide diagonal block L11 (k x k at `panel`, leading dimension m) by a
+/// triangular solve with the identity: L11 moves to `work` (k x k, leading dimension k, zeros above its
+/// diagonal), the block becomes the identity, and *info = 1 + the first i with L11(i, i) == 0, or 0 (the
+/// convention of LAPACK's and cuSOLVER's trtri). Then cuBLAS trsm with `work` turns the block into L11^{-1}.
+void launch_move_diagonal_block(double* panel, long long m, int k, double* work, int* info, cudaStream_t stream);
+
 /// The factor's supernodes as the partitioned solve structure (solve/partitioned_inverse.hpp) places
 /// them. Arrays per factor supernode unless said.
 struct MergedPanels {

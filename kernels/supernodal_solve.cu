@@ -706,6 +706,31 @@ __global__ void __launch_bounds__(kLuPanelThreads)
   }
 }
 
+/// work (k x k, leading dimension k) = the diagonal block of `panel` (leading dimension m) with zeros above
+/// its diagonal, and the block becomes the identity.
+__global__ void __launch_bounds__(kLuPanelThreads)
+    move_diagonal_block_kernel(double* panel, long long m, int k, double* work) {
+  const long long count = static_cast<long long>(k) * k;
+  for (long long e = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; e < count;
+       e += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const long long j = e / k, i = e - j * k;
+    double* entry = panel + i + j * m;
+    work[e] = i >= j ? *entry : 0.0;
+    if (i >= j) *entry = i == j ? 1.0 : 0.0;
+  }
+}
+
+/// *info = 1 + the first i with work(i, i) == 0, or 0 (LAPACK's convention), one block.
+__global__ void __launch_bounds__(kLuPanelThreads) first_zero_diagonal_kernel(const double* work, int k, int* info) {
+  __shared__ int first;
+  if (threadIdx.x == 0) first = k;
+  __syncthreads();
+  for (int i = threadIdx.x; i < k; i += blockDim.x)
+    if (work[i + static_cast<long long>(i) * k] == 0.0) atomicMin(&first, i);
+  __syncthreads();
+  if (threadIdx.x == 0) *info = first < k ? first + 1 : 0;
+}
+
 int lu_panel_grid(int first, int last) { return std::max(1, std::min(last - first + 1, 1 << 16)); }
 
 template <int K>
@@ -810,6 +835,16 @@ void launch_supernodal_backward(int K, const SupernodalView& v, const Supernodal
 void load_supernodal_kernels() {
   int blocks = 0;
   SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, invert_small_kernel, kInvertWarps * 32, 0));
+}
+
+void launch_move_diagonal_block(double* panel, long long m, int k, double* work, int* info, cudaStream_t stream) {
+  if (k <= 0) return;
+  const long long count = static_cast<long long>(k) * k;
+  const int grid = static_cast<int>(std::min<long long>((count + kLuPanelThreads - 1) / kLuPanelThreads, 4096));
+  move_diagonal_block_kernel<<<grid, kLuPanelThreads, 0, stream>>>(panel, m, k, work);
+  SPADE_CUDA_CHECK_LAUNCH();
+  first_zero_diagonal_kernel<<<1, kLuPanelThreads, 0, stream>>>(work, k, info);
+  SPADE_CUDA_CHECK_LAUNCH();
 }
 
 void launch_invert_small(const int* list, int count, const int* supernode_begin, const long long* row_ptr,

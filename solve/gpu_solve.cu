@@ -168,6 +168,7 @@ struct GpuSolvePlan::Device {
   DeviceArray<char> trtri_work;
   std::vector<char> trtri_host;
   std::size_t trtri_bytes = 0;
+  DeviceArray<double> inverse_work;  // L11 of a block inverted by trsm (invert_large)
   cublasHandle_t cublas = nullptr;
   cusolverDnHandle_t cusolver = nullptr;
 
@@ -316,8 +317,13 @@ GpuSolvePlan::GpuSolvePlan(SolveStructure structure, std::shared_ptr<const LuSym
   cublas_check(cublasSetStream(d.cublas, st), "cublasSetStream");
   cusolver_check(cusolverDnCreate(&d.cusolver), "cusolverDnCreate");
   cusolver_check(cusolverDnSetStream(d.cusolver, st), "cusolverDnSetStream");
-  std::size_t host_bytes = 0;
+  std::size_t host_bytes = 0, work_entries = 0;
   for (index_t s : schedule_.large_inverse) {
+    const std::size_t k = static_cast<std::size_t>(S.supernode_cols(s));
+    if (k <= kTrsmInverseColumns) {
+      work_entries = std::max(work_entries, k * k);
+      continue;
+    }
     std::size_t dev = 0, host = 0;
     cusolver_check(cusolverDnXtrtri_bufferSize(d.cusolver, CUBLAS_FILL_MODE_LOWER, CUBLAS_DIAG_NON_UNIT,
                                                S.supernode_cols(s), CUDA_R_64F, d.values.get() + S.panel_offset[s],
@@ -328,7 +334,8 @@ GpuSolvePlan::GpuSolvePlan(SolveStructure structure, std::shared_ptr<const LuSym
   }
   d.trtri_work = DeviceArray<char>(std::max<std::size_t>(d.trtri_bytes, 1), st);
   d.trtri_host.resize(std::max<std::size_t>(host_bytes, 1));
-  memory_.inversion = d.trtri_bytes;
+  d.inverse_work = DeviceArray<double>(work_entries, st);
+  memory_.inversion = d.trtri_bytes + work_entries * sizeof(double);
   warm_up_inversion();
   kernels::load_supernodal_kernels();
 
@@ -524,6 +531,16 @@ void GpuSolvePlan::invert_large(index_t s, double* values, int* info) {
     cublas_check(cublasDtrsm(d.cublas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT,
                              m - k, k, &one, panel, m, panel + k, m),
                  "cublasDtrsm");
+  if (k <= kTrsmInverseColumns) {
+    // V = L11^{-1} I by trsm: twice trtri's operations, but as fast below 512 columns and 1.4-2.5x faster
+    // from there to 4000 (H100, docs/benchmarks/solve.md), and cheaper to enqueue: a partitioned plan of
+    // 4elt_lap spent 15.5 ms of its thread enqueueing 78 trsm + trtri pairs.
+    kernels::launch_move_diagonal_block(panel, m, k, d.inverse_work.get(), info, upload_stream_);
+    cublas_check(cublasDtrsm(d.cublas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, k,
+                             k, &one, d.inverse_work.get(), k, panel, m),
+                 "cublasDtrsm");
+    return;
+  }
   cusolver_check(cusolverDnXtrtri(d.cusolver, CUBLAS_FILL_MODE_LOWER, CUBLAS_DIAG_NON_UNIT, k, CUDA_R_64F, panel, m,
                                   d.trtri_work.get(), d.trtri_bytes, d.trtri_host.data(), d.trtri_host.size(), info),
                  "cusolverDnXtrtri");

@@ -48,6 +48,9 @@ class GpuSolvePlan {
  public:
   /// Widest pass: right-hand sides solved together by one forward and one backward launch.
   static constexpr int kMaxWidth = 8;
+  /// Diagonal blocks wider than 32 and at most this wide are inverted by cuBLAS trsm on the identity, with
+  /// L11 in a k x k workspace (at most 32 MiB); wider ones by cuSOLVER trtri in place.
+  static constexpr int kTrsmInverseColumns = 2048;
 
   /// The plan's device memory for passes of `max_width` right-hand sides (1, 2, 4 or 8); `lu` for the plan
   /// of an LU factor whose structure is S.

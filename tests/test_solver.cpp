@@ -213,6 +213,36 @@ TEST(GpuPlan, SelectiveInversionMatchesTheHostReference) {
   }
 }
 
+TEST(GpuPlan, AZeroPivotInAWideBlockIsSingularWithItsColumn) {
+  SPADE_REQUIRE_GPU();
+  // Values that no factorization makes (a Cholesky factor has no zero pivot): the wide blocks' inversion
+  // (trsm on the identity) must still report one, with the column in the original numbering.
+  const SparseMatrix A = laplacian_2d(60, 60);
+  const NumericFactor F(analyze(A), A);
+  const SymbolicFactor& S = F.symbolic();
+  index_t wide = -1;
+  for (index_t s = 0; s < S.num_supernodes; ++s)
+    if (S.supernode_cols(s) > SupernodalSchedule::kSmallInverse) wide = s;
+  ASSERT_GE(wide, 0);
+  std::vector<double> values = F.values();
+  const index_t i = S.supernode_cols(wide) / 2;
+  values[S.panel_offset[wide] + i + static_cast<offset_t>(i) * S.supernode_rows(wide)] = 0.0;
+  GpuSolvePlan plan(F.symbolic_ptr(), build_schedule(S));
+  plan.begin_values();
+  plan.upload(values.data(), 0, S.num_supernodes - 1);
+  try {
+    plan.finish_values(F.generation());
+    FAIL() << "no error";
+  } catch (const NumericalError& e) {
+    EXPECT_EQ(e.kind(), NumericalError::Kind::singular);
+    EXPECT_EQ(e.index(), S.perm[S.supernode_begin[wide] + i]);
+  }
+  // The plan takes the good values afterwards.
+  plan.begin_values();
+  plan.upload(F.values().data(), 0, S.num_supernodes - 1);
+  EXPECT_NO_THROW(plan.finish_values(F.generation()));
+}
+
 TEST(GpuPlan, PartitionedInverseMatchesTheHostReference) {
   SPADE_REQUIRE_GPU();
   // Pieces of several bands, uploaded in ranges of 7 supernodes from the last range to the first, so that
