@@ -190,6 +190,10 @@ GpuSolveMemory GpuSolvePlan::memory_estimate(const SymbolicFactor& S, const Supe
               (schedule.small_inverse.size() + schedule.large_inverse.size()) * sizeof(int) +
               (2 * ns + 2) * sizeof(int);
   m.workspace = 3 * n * static_cast<std::size_t>(max_width) * sizeof(double);
+  for (index_t s : schedule.large_inverse) {
+    const std::size_t k = static_cast<std::size_t>(S.supernode_cols(s));
+    if (k <= static_cast<std::size_t>(kTrsmInverseColumns)) m.inversion = std::max(m.inversion, k * k * sizeof(double));
+  }
   if (lu) {
     m.factor *= 2;
     m.pattern += static_cast<std::size_t>(S.row_ptr.back()) * sizeof(int) + n * sizeof(int) + (ns + 1) * sizeof(long long) +
@@ -320,7 +324,7 @@ GpuSolvePlan::GpuSolvePlan(SolveStructure structure, std::shared_ptr<const LuSym
   std::size_t host_bytes = 0, work_entries = 0;
   for (index_t s : schedule_.large_inverse) {
     const std::size_t k = static_cast<std::size_t>(S.supernode_cols(s));
-    if (k <= kTrsmInverseColumns) {
+    if (k <= static_cast<std::size_t>(kTrsmInverseColumns)) {
       work_entries = std::max(work_entries, k * k);
       continue;
     }

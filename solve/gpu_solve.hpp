@@ -40,7 +40,8 @@ struct GpuSolveMemory {
   std::size_t factor = 0;     ///< the panels (M_s) in FP64; an LU's two sets
   std::size_t pattern = 0;    ///< row indices, supernode arrays, permutation, schedule, counters
   std::size_t workspace = 0;  ///< acc, y, x for passes of max_width right-hand sides
-  std::size_t inversion = 0;  ///< cuSOLVER's trtri workspace
+  std::size_t inversion = 0;  ///< the trsm inversion's k x k workspace (known before allocation) and
+                              ///< cuSOLVER's trtri workspace (known once the plan has a cuSOLVER handle)
   std::size_t total() const { return factor + pattern + workspace + inversion; }
 };
 
