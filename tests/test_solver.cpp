@@ -347,11 +347,13 @@ TEST(GpuSolve, PartitionedInverseThroughTheSolver) {
   }
 }
 
-/// GPU solve against the host solve through the facade, nrhs as given, tolerance C eps kappa_1(A).
+/// GPU solve against the host solve through the facade, nrhs as given, tolerance C eps kappa_1(A); with
+/// `partitioned`, through the partitioned inverse (SolverOptions::partitioned_inverse).
 void check_gpu_against_host(const SparseMatrix& A, const std::string& what, const std::vector<index_t>& widths,
-                            const AnalyzeOptions& analyze_options = {}) {
+                            const AnalyzeOptions& analyze_options = {}, bool partitioned = false) {
   SolverOptions options = on(Placement::gpu);
   options.analyze = analyze_options;
+  options.partitioned_inverse = partitioned;
   Solver solver(options);
   solver.analyze(A);
   solver.factorize(A);
@@ -387,24 +389,30 @@ TEST_P(GpuRealSpd, MatchesHostSolveAndRefinesBelow1e14) {
   SPADE_REQUIRE_MATRIX(file);
   const SparseMatrix A = read_matrix_market(testing::matrix_path(file));
   check_gpu_against_host(A, file, {1, 2, 16, 100});
-  Solver solver(on(Placement::gpu));
-  solver.analyze(A);
-  solver.factorize(A);
-  const index_t n = A.rows();
-  for (const index_t nrhs : {1, 3}) {
-    unsigned seed = 0;
-    const std::vector<double> B = random_block(n, nrhs, seed);
-    std::vector<double> X(B.size(), std::nan(""));
-    const RefinementResult r = solver.solve_refined(B.data(), n, X.data(), n, nrhs);
-    EXPECT_LE(r.solution.berr, 1e-14) << file << ", nrhs " << nrhs << ", seed " << seed;
-    // The device's backward error is the host's formula.
-    double host_berr = 0;
-    for (index_t j = 0; j < nrhs; ++j)
-      host_berr = std::max(host_berr, backward_error(A, B.data() + static_cast<offset_t>(j) * n,
-                                                     X.data() + static_cast<offset_t>(j) * n).berr);
-    // Residuals summed in another order differ by rounding: at most eps relative to |A| |x| + |b|.
-    EXPECT_LE(std::abs(host_berr - r.solution.berr), 0.25 * host_berr + kEps)
-        << file << ": host berr " << host_berr << ", device " << r.solution.berr;
+  check_gpu_against_host(A, file + " (partitioned inverse)", {1, 16}, {}, true);
+  for (const bool partitioned : {false, true}) {
+    SolverOptions options = on(Placement::gpu);
+    options.partitioned_inverse = partitioned;
+    Solver solver(options);
+    solver.analyze(A);
+    solver.factorize(A);
+    const index_t n = A.rows();
+    for (const index_t nrhs : {1, 3}) {
+      unsigned seed = 0;
+      const std::vector<double> B = random_block(n, nrhs, seed);
+      std::vector<double> X(B.size(), std::nan(""));
+      const RefinementResult r = solver.solve_refined(B.data(), n, X.data(), n, nrhs);
+      EXPECT_LE(r.solution.berr, 1e-14) << file << (partitioned ? " (partitioned)" : "") << ", nrhs " << nrhs
+                                        << ", seed " << seed;
+      // The device's backward error is the host's formula.
+      double host_berr = 0;
+      for (index_t j = 0; j < nrhs; ++j)
+        host_berr = std::max(host_berr, backward_error(A, B.data() + static_cast<offset_t>(j) * n,
+                                                       X.data() + static_cast<offset_t>(j) * n).berr);
+      // Residuals summed in another order differ by rounding: at most eps relative to |A| |x| + |b|.
+      EXPECT_LE(std::abs(host_berr - r.solution.berr), 0.25 * host_berr + kEps)
+          << file << ": host berr " << host_berr << ", device " << r.solution.berr;
+    }
   }
 }
 
@@ -420,6 +428,9 @@ TEST(GpuSolve, TreeShapes) {
   // per sweep); n = 1; a diagonal matrix (a forest of groups); a dense-ish arrow (one wide root row).
   check_gpu_against_host(dense_spd(200), "one dense supernode", {1, 5, 8});
   check_gpu_against_host(testing::tridiagonal(3000), "chain of width-1 supernodes", {1, 3}, unrelaxed);
+  // The same chain through the partitioned inverse: one dense piece of 3000 columns, wider than the trsm
+  // inversion takes (cuSOLVER's trtri).
+  check_gpu_against_host(testing::tridiagonal(3000), "chain, partitioned", {1, 3}, unrelaxed, true);
   check_gpu_against_host(testing::tridiagonal(1), "n = 1", {1, 2});
   std::vector<std::int64_t> idx(5000);
   for (index_t i = 0; i < 5000; ++i) idx[i] = i;
