@@ -515,6 +515,21 @@ TEST_F(Cli, DemoSolvesOnTheGpuWhenThereIsOne) {
   EXPECT_EQ(j["solve"]["sweeps"]["passes"], 1);
 }
 
+TEST_F(Cli, PartitionedInverseWhenThereIsAGpu) {
+  const std::string A = file("lap_part.mtx", laplacian_file(40, 30));
+  const Outcome run = spade("solve " + A + " --partitioned-inverse --json " + path("part.json").string());
+  ASSERT_EQ(run.status, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(read_file(path("part.json")));
+  EXPECT_LE(j["solve"]["forward_error"].get<double>(), 1e3 * eps);
+  if (!spade::cuda_device_available()) {
+    EXPECT_EQ(j["placement"]["gpu"], false);
+    GTEST_SKIP() << "no CUDA device on this machine: the flag was accepted and the host solved (checked above)";
+  }
+  EXPECT_GT(j["placement"]["plan"]["partition_band"].get<int>(), 1);
+  EXPECT_GT(j["placement"]["plan"]["merged_pieces"].get<int>(), 0);
+  EXPECT_NE(run.out.find("partitioned inverse: "), std::string::npos) << run.out;
+}
+
 TEST_F(Cli, UnknownDevice) {
   const std::string A = file("lap_dev.mtx", laplacian_file(3, 3));
   expect_error(spade("solve " + A + " --device tpu"), 2, {"--device", "tpu"});
