@@ -537,8 +537,8 @@ void GpuSolvePlan::invert_large(index_t s, double* values, int* info) {
                  "cublasDtrsm");
   if (k <= kTrsmInverseColumns) {
     // V = L11^{-1} I by trsm: twice trtri's operations, but as fast below 512 columns and 1.4-2.5x faster
-    // from there to 4000 (H100, docs/benchmarks/solve.md), and cheaper to enqueue: a partitioned plan of
-    // 4elt_lap spent 15.5 ms of its thread enqueueing 78 trsm + trtri pairs.
+    // from there to 4000 (H100, docs/benchmarks/solve.md), and cheaper to enqueue: the uploads of a
+    // partitioned plan of 4elt_lap (78 wide pieces) held the uploading thread 15.5 ms with trtri, 13.3 ms so.
     kernels::launch_move_diagonal_block(panel, m, k, d.inverse_work.get(), info, upload_stream_);
     cublas_check(cublasDtrsm(d.cublas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, k,
                              k, &one, d.inverse_work.get(), k, panel, m),
