@@ -47,7 +47,6 @@ SolveStructure unpartitioned(std::shared_ptr<const SymbolicFactor> factor) {
   const std::size_t ns = static_cast<std::size_t>(factor->num_supernodes);
   out.target.resize(ns);
   for (std::size_t s = 0; s < ns; ++s) out.target[s] = static_cast<index_t>(s);
-  out.merged.assign(ns, 0);
   out.column_offset.assign(ns, 0);
   out.parts.assign(ns, 1);
   out.row_position.resize(factor->row_indices.size());
@@ -149,7 +148,6 @@ SolveStructure partition_for_solve(std::shared_ptr<const SymbolicFactor> factor,
   SolveStructure out;
   out.band = band;
   out.target.assign(static_cast<std::size_t>(ns), -1);
-  out.merged.assign(static_cast<std::size_t>(ns), 0);
   out.column_offset.assign(static_cast<std::size_t>(ns), 0);
   out.row_position.assign(S.row_indices.size(), 0);
   // Members of each piece, ascending (a piece's members precede its head in the postorder).
@@ -176,7 +174,6 @@ SolveStructure partition_for_solve(std::shared_ptr<const SymbolicFactor> factor,
     for (index_t i = count[h]; i < count[h + 1]; ++i) {
       const index_t s = members[i];
       out.target[s] = t;
-      out.merged[s] = count[h + 1] - count[h] > 1;
       out.column_offset[s] = next_col - T->supernode_begin[t];
       for (index_t j = S.supernode_begin[s]; j < S.supernode_begin[s + 1]; ++j) new_col[j] = next_col++;
     }
@@ -268,7 +265,7 @@ void partition_values(const SolveStructure& st, const double* factor_values, dou
     const double* from = factor_values + S.panel_offset[s];
     double* to = solve_values + T.panel_offset[t];
     const offset_t k = S.supernode_cols(s), m = S.supernode_rows(s);
-    if (!st.merged[s]) {
+    if (!st.merged(s)) {
       std::memcpy(to, from, static_cast<std::size_t>(k * m) * sizeof(double));
       continue;
     }

@@ -41,13 +41,15 @@ struct SolveStructure {
 
   // Per supernode s of the factor (num_supernodes entries):
   std::vector<index_t> target;         ///< its supernode in `solve`
-  std::vector<char> merged;            ///< 1 when target[s] holds more than one supernode
   std::vector<index_t> column_offset;  ///< s's first column among target[s]'s columns (0 when unmerged)
   /// Per supernode of `solve`: how many of the factor's it holds.
   std::vector<index_t> parts;
   /// Per entry of factor->row_indices: the row's position in its supernode's target panel
   /// (0 .. supernode_rows(target) - 1; an unmerged supernode's rows keep their places).
   std::vector<index_t> row_position;
+
+  /// Whether the factor's supernode s shares its solve supernode with others.
+  bool merged(index_t s) const { return parts[target[s]] > 1; }
 };
 
 /// The structure of band 1: `solve` is `factor`, nothing merged.

@@ -338,18 +338,18 @@ void check_partition(const SolveStructure& P, const std::string& what) {
   EXPECT_EQ(merged, P.merged_pieces) << what;
   for (index_t s = 0; s < ns; ++s) {
     const index_t t = P.target[s];
-    ASSERT_EQ(static_cast<bool>(P.merged[s]), P.parts[t] > 1) << what;
+    ASSERT_EQ(P.merged(s), P.parts[t] > 1) << what;
     // Every column of s lands in t, in order, and every row keeps its original index.
     for (index_t j = 0; j < S.supernode_cols(s); ++j)
       ASSERT_EQ(T.perm[T.supernode_begin[t] + P.column_offset[s] + j], S.perm[S.supernode_begin[s] + j]) << what;
     for (offset_t q = S.row_ptr[s]; q < S.row_ptr[s + 1]; ++q) {
       const index_t row_t = T.row_indices[T.row_ptr[t] + P.row_position[q]];
       ASSERT_EQ(T.perm[row_t], S.perm[S.row_indices[q]]) << what << ", supernode " << s;
-      if (!P.merged[s]) {
+      if (!P.merged(s)) {
         ASSERT_EQ(P.row_position[q], q - S.row_ptr[s]) << what << ": an unmerged panel keeps its rows";
       }
     }
-    if (!P.merged[s]) {
+    if (!P.merged(s)) {
       ASSERT_EQ(T.supernode_rows(t), S.supernode_rows(s)) << what;
       ASSERT_EQ(P.column_offset[s], 0) << what;
     }
