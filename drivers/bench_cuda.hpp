@@ -1,6 +1,6 @@
 // Shared by the GPU benchmark drivers: a device copy of a host vector, freed on destruction, the check of
-// cuSPARSE's status codes (a failure becomes a spade::ResourceError naming the call), the device's copy
-// bandwidth, and CUDA-event timing.
+// cuSPARSE's status codes (a failure becomes a spade::ResourceError naming the call), a triangle in CSR and
+// its cuSPARSE descriptor, the device's copy bandwidth, and CUDA-event timing.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -44,6 +44,26 @@ struct DeviceVector {
     return h;
   }
 };
+
+/// A triangle of a factor in CSR for cuSPARSE: n x n, 32-bit indices, row i's entries by increasing column.
+struct Csr {
+  int n = 0;
+  std::vector<int> ptr, col;
+  std::vector<double> val;
+};
+
+/// cuSPARSE's descriptor of T, whose arrays are on the device in ptr, col and val, with its fill mode and
+/// diagonal type set. The caller destroys it (cusparseDestroySpMat).
+inline cusparseSpMatDescr_t csr_descriptor(const Csr& T, const DeviceVector<int>& ptr, const DeviceVector<int>& col,
+                                           const DeviceVector<double>& val, cusparseFillMode_t fill,
+                                           cusparseDiagType_t diag) {
+  cusparseSpMatDescr_t M;
+  CUSPARSE_CHECK(cusparseCreateCsr(&M, T.n, T.n, T.ptr[T.n], ptr.p, col.p, val.p, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+                                   CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F));
+  CUSPARSE_CHECK(cusparseSpMatSetAttribute(M, CUSPARSE_SPMAT_FILL_MODE, &fill, sizeof(fill)));
+  CUSPARSE_CHECK(cusparseSpMatSetAttribute(M, CUSPARSE_SPMAT_DIAG_TYPE, &diag, sizeof(diag)));
+  return M;
+}
 
 /// Copy bandwidth in bytes/s (read plus written) of a 1 GiB device-to-device copy, median of 10.
 inline double copy_bandwidth() {

@@ -47,12 +47,7 @@ using spade::bench::DeviceVector;
 using spade::bench::median;
 using spade::bench::seconds;
 
-/// A triangle of spade's LU factor in CSR, 32-bit indices, row i's entries by increasing column.
-struct Csr {
-  index_t n = 0;
-  std::vector<int> ptr, col;
-  std::vector<double> val;
-};
+using spade::bench::Csr;
 
 /// L (strictly lower, its unit diagonal implied) and U (upper, diagonal included) of Q C = L U in CSR: L's
 /// rows are positions (a row below a diagonal block is C's row t at position pos(t)), U's rows and both
@@ -113,17 +108,8 @@ CusparseTimes run_cusparse(const Csr& L, const Csr& U, const std::vector<double>
   const index_t n = L.n;
   DeviceVector<int> lp(L.ptr), lc(L.col), up(U.ptr), uc(U.col);
   DeviceVector<double> lv(L.val), uv(U.val), db(b), dy(static_cast<std::size_t>(n)), dz(static_cast<std::size_t>(n));
-  auto matrix = [&](const Csr& T, DeviceVector<int>& p, DeviceVector<int>& c, DeviceVector<double>& v,
-                    cusparseFillMode_t fill, cusparseDiagType_t diag) {
-    cusparseSpMatDescr_t M;
-    CUSPARSE_CHECK(cusparseCreateCsr(&M, n, n, T.ptr[n], p.p, c.p, v.p, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
-                                     CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F));
-    CUSPARSE_CHECK(cusparseSpMatSetAttribute(M, CUSPARSE_SPMAT_FILL_MODE, &fill, sizeof(fill)));
-    CUSPARSE_CHECK(cusparseSpMatSetAttribute(M, CUSPARSE_SPMAT_DIAG_TYPE, &diag, sizeof(diag)));
-    return M;
-  };
-  cusparseSpMatDescr_t Ld = matrix(L, lp, lc, lv, CUSPARSE_FILL_MODE_LOWER, CUSPARSE_DIAG_TYPE_UNIT);
-  cusparseSpMatDescr_t Ud = matrix(U, up, uc, uv, CUSPARSE_FILL_MODE_UPPER, CUSPARSE_DIAG_TYPE_NON_UNIT);
+  cusparseSpMatDescr_t Ld = spade::bench::csr_descriptor(L, lp, lc, lv, CUSPARSE_FILL_MODE_LOWER, CUSPARSE_DIAG_TYPE_UNIT);
+  cusparseSpMatDescr_t Ud = spade::bench::csr_descriptor(U, up, uc, uv, CUSPARSE_FILL_MODE_UPPER, CUSPARSE_DIAG_TYPE_NON_UNIT);
   const double one = 1.0;
   const cusparseOperation_t op = CUSPARSE_OPERATION_NON_TRANSPOSE;
   cusparseDnVecDescr_t vb, vy, vz;

@@ -18,10 +18,8 @@
 #include <cusparse.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -43,30 +41,18 @@ namespace {
 
 using spade::index_t;
 using spade::offset_t;
-using Clock = std::chrono::steady_clock;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? NAN : v[v.size() / 2];
 }
 
-double wall(const std::function<void()>& f) {
-  const auto t0 = Clock::now();
-  f();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
+using spade::bench::Csr;
 using spade::bench::DeviceVector;
 using spade::bench::copy_bandwidth;
 using spade::bench::event_median;
 
-/// spade's L (the host factor, not inverted) in CSR: row i's entries by increasing column, 32-bit indices.
-struct Csr {
-  index_t n = 0;
-  std::vector<int> ptr, col;
-  std::vector<double> val;
-};
-
+/// spade's L (the host factor, not inverted) in CSR.
 Csr factor_to_csr(const spade::NumericFactor& F) {
   const spade::SymbolicFactor& S = F.symbolic();
   Csr L;
@@ -110,13 +96,7 @@ CusparseTimes run_cusparse(const Csr& L, const std::vector<double>& b, const std
   const index_t n = L.n;
   DeviceVector<int> ptr(L.ptr), col(L.col);
   DeviceVector<double> val(L.val), db(b), dy(static_cast<std::size_t>(n)), dx(static_cast<std::size_t>(n));
-  cusparseSpMatDescr_t A;
-  CUSPARSE_CHECK(cusparseCreateCsr(&A, n, n, L.ptr[n], ptr.p, col.p, val.p, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
-                                   CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F));
-  cusparseFillMode_t fill = CUSPARSE_FILL_MODE_LOWER;
-  cusparseDiagType_t diag = CUSPARSE_DIAG_TYPE_NON_UNIT;
-  CUSPARSE_CHECK(cusparseSpMatSetAttribute(A, CUSPARSE_SPMAT_FILL_MODE, &fill, sizeof(fill)));
-  CUSPARSE_CHECK(cusparseSpMatSetAttribute(A, CUSPARSE_SPMAT_DIAG_TYPE, &diag, sizeof(diag)));
+  cusparseSpMatDescr_t A = spade::bench::csr_descriptor(L, ptr, col, val, CUSPARSE_FILL_MODE_LOWER, CUSPARSE_DIAG_TYPE_NON_UNIT);
   const double one = 1.0;
   cusparseDnVecDescr_t vb, vy, vx;
   CUSPARSE_CHECK(cusparseCreateDnVec(&vb, n, db.p, CUDA_R_64F));
@@ -131,7 +111,7 @@ CusparseTimes run_cusparse(const Csr& L, const std::vector<double>& b, const std
   CUSPARSE_CHECK(cusparseSpSV_bufferSize(handle, CUSPARSE_OPERATION_TRANSPOSE, &one, A, vy, vx, CUDA_R_64F,
                                          CUSPARSE_SPSV_ALG_DEFAULT, bwd, &bytes_b));
   DeviceVector<char> buf_f(bytes_f), buf_b(bytes_b);
-  t.analysis = wall([&] {
+  t.analysis = spade::bench::seconds([&] {
     CUSPARSE_CHECK(cusparseSpSV_analysis(handle, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, A, vb, vy, CUDA_R_64F,
                                          CUSPARSE_SPSV_ALG_DEFAULT, fwd, buf_f.p));
     CUSPARSE_CHECK(cusparseSpSV_analysis(handle, CUSPARSE_OPERATION_TRANSPOSE, &one, A, vy, vx, CUDA_R_64F,
@@ -365,12 +345,12 @@ Row run_matrix(const std::string& name, double bandwidth, int threads, int reps,
     std::vector<double> t, f, w, c;
     for (int r = 0; r < runs + 2; ++r) {
       SPADE_CUDA_CHECK(cudaMemcpy(work.p, pristine.p, B.size() * sizeof(double), cudaMemcpyDeviceToDevice));
-      const double seconds = wall([&] { solver.solve(work.p, nrhs, n, spade::Memory::device); });
+      const double call = spade::bench::seconds([&] { solver.solve(work.p, nrhs, n, spade::Memory::device); });
       if (r < 2) continue;
       f.push_back(report.last_solve->forward_seconds);
       w.push_back(report.last_solve->backward_seconds);
       t.push_back(report.last_solve->forward_seconds + report.last_solve->backward_seconds);
-      c.push_back(seconds);
+      c.push_back(call);
     }
     sweeps = median(t), fwd = median(f), bwd = median(w), call = median(c);
     std::vector<double> x(n);
@@ -388,7 +368,7 @@ Row run_matrix(const std::string& name, double bandwidth, int threads, int reps,
     std::vector<double> t;
     for (int r = 0; r < 4; ++r) {
       std::vector<double> x = b;
-      const double s = wall([&] { spade::solve_in_place(solver.factor(), x.data(), 1, n); });
+      const double s = spade::bench::seconds([&] { spade::solve_in_place(solver.factor(), x.data(), 1, n); });
       if (r >= 1) t.push_back(s);
       x_host = x;
     }
@@ -410,8 +390,8 @@ Row run_matrix(const std::string& name, double bandwidth, int threads, int reps,
     std::vector<double> x(n);
     for (int r = 0; r < 6; ++r) {
       std::vector<double> y = b;
-      const double s = wall([&] { solver.solve(y.data(), 1, n); });
-      const double s2 = wall([&] { solver.solve_refined(b.data(), n, x.data(), n, 1, r2); });
+      const double s = spade::bench::seconds([&] { solver.solve(y.data(), 1, n); });
+      const double s2 = spade::bench::seconds([&] { solver.solve_refined(b.data(), n, x.data(), n, 1, r2); });
       if (r >= 1) t.push_back(s), u.push_back(s2);
     }
     row.call_host = median(t);
@@ -427,7 +407,7 @@ Row run_matrix(const std::string& name, double bandwidth, int threads, int reps,
     r2.tolerance = 1e-300;  // never "converged": two corrections unless one stagnates
     for (int r = 0; r < 5; ++r) {
       spade::RefinementResult result;
-      const double s = wall([&] { result = solver.solve_refined(db.p, n, dx.p, n, 1, r2, spade::Memory::device); });
+      const double s = spade::bench::seconds([&] { result = solver.solve_refined(db.p, n, dx.p, n, 1, r2, spade::Memory::device); });
       if (r >= 1) t.push_back(s);
       row.refined_steps = static_cast<int>(result.steps.size()) - 1;
       row.refined_berr = result.solution.berr;
