@@ -536,9 +536,8 @@ void GpuSolvePlan::invert_large(index_t s, double* values, int* info) {
                              m - k, k, &one, panel, m, panel + k, m),
                  "cublasDtrsm");
   if (k <= kTrsmInverseColumns) {
-    // V = L11^{-1} I by trsm: twice trtri's operations, but as fast below 512 columns and 1.4-2.5x faster
-    // from there to 4000 (H100, docs/benchmarks/solve.md), and cheaper to enqueue: the uploads of a
-    // partitioned plan of 4elt_lap (78 wide pieces) held the uploading thread 15.5 ms with trtri, 13.3 ms so.
+    // V = L11^{-1} I by trsm: twice trtri's operations, yet faster on wide blocks and cheaper to enqueue
+    // than cuSOLVER's trtri (the measurements: docs/benchmarks/solve.md).
     kernels::launch_move_diagonal_block(panel, m, k, d.inverse_work.get(), info, upload_stream_);
     cublas_check(cublasDtrsm(d.cublas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, k,
                              k, &one, d.inverse_work.get(), k, panel, m),

@@ -250,8 +250,8 @@ void load_gpu_libraries();
 std::string gpu_description();
 
 /// The current device's memory bandwidth for a stream of reads, bytes per second: 0.9 of the peak that its
-/// memory clock and bus width give (the measured copy bandwidth of the H100 is 2.99 of its 3.35 TB/s). The
-/// partitioned inverse's cost model reads it. Throws ResourceError for a CUDA failure.
+/// memory clock and bus width give (about the measured copy bandwidth's share of the peak,
+/// docs/BENCHMARKS.md). The partitioned inverse's cost model reads it. Throws ResourceError for a CUDA failure.
 double gpu_bandwidth_estimate();
 
 /// Free and total memory of the current device, bytes.

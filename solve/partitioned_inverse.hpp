@@ -10,8 +10,7 @@
 // in), so that a sweep hands off once per piece instead of once per supernode.
 //
 // Why: on a small factor a sweep is its critical chain of supernodes, each costing a hand-off and a round
-// trip to memory (2.3-3.1 us on the H100 and the H200, docs/benchmarks/solve.md "Where the time goes"),
-// while its bytes stream in a few microseconds. Merging trades bytes for hand-offs. The plan takes the band
+// trip to memory (docs/benchmarks/solve.md, "Where the time goes"), while its bytes stream in far less. Merging trades bytes for hand-offs. The plan takes the band
 // that minimizes Brent's bound on a sweep (R. P. Brent, "The parallel evaluation of general arithmetic
 // expressions", J. ACM 21(2), 1974: time <= work / rate + critical path):
 //     estimate(band) = pieces on the longest path x hand-off + bytes of the merged factor / bandwidth.
@@ -75,8 +74,8 @@ double partition_estimate(const SymbolicFactor& factor, const SupernodalSchedule
 index_t choose_partition_band(const SymbolicFactor& factor, const SupernodalSchedule& schedule,
                               double handoff_seconds, double bytes_per_second);
 
-/// The hand-off cost per supernode on a sweep's critical chain that the plan assumes: measured 2.3-3.1 us on
-/// the H100 and the H200 (docs/benchmarks/solve.md).
+/// The hand-off cost per supernode on a sweep's critical chain that the plan assumes: the middle of what the
+/// traced sweeps measured (docs/benchmarks/solve.md).
 constexpr double kSolveHandoffSeconds = 2.5e-6;
 
 /// Host reference of the plan's upload: the factor's values (laid out by factor->panel_offset) in the

@@ -649,8 +649,8 @@ void SptrsvPlan<T>::Impl::measure(const DeviceTriangle<T>& a, const SptrsvOption
   // is timed on such a pass (level_block, a block per right-hand side, takes the time of one) and runs
   // them unless this plan's pick for several was timed as level_block and is faster. Predictions do not
   // compete for several here: on these triangles level_block's and levr's ran 1.6-2.7 times behind the
-  // measured passes, and the ratio of a pass of 8 to one of the fused kernels varies from 1.5 to 3.3 (the
-  // evaluation log of 2026-11-25).
+  // measured passes, and the ratio of a pass of 8 to one of the fused kernels varies from 1.5 to 3.3
+  // (docs/benchmarks/sptrsv.md).
   using Clock = std::chrono::steady_clock;
   const auto begin = Clock::now();
   const auto elapsed_ms = [&] { return std::chrono::duration<double, std::milli>(Clock::now() - begin).count(); };

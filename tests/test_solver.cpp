@@ -646,7 +646,7 @@ double worst_berr(const SparseMatrix& A, const std::vector<double>& B, const std
 /// first order, with a factor 10 for the estimate (never tighter than 1000 eps kappa_1(A)). The GPU's
 /// backward error itself must stay within 100 times the host's (or 100 eps); 1e4 times when kappa_1(A)
 /// exceeds 1e10, where the explicit inverses of ill-conditioned diagonal blocks lose more than substitution
-/// does (west0479, kappa_1 1.4e12: 1.6e-12 against the host's 5.2e-15 on one random right-hand side).
+/// does (west0479 is such a matrix).
 void check_lu_gpu_against_host(Solver& solver, const SparseMatrix& A, const std::string& what,
                                const std::vector<index_t>& widths) {
   ASSERT_TRUE(solver.on_gpu()) << solver.report().placement_reason;

@@ -85,10 +85,9 @@ struct SolverOptions {
   std::size_t device_memory_limit = 0;
   /// The GPU solve of a Cholesky factor merges tree levels into dense pieces whose inverses it stores (the
   /// partitioned inverse, with the band its cost model chooses: solve/partitioned_inverse.hpp). Each
-  /// sweep then hands off once per piece: on a small factor the solves run 1.2-2.1x faster (H100,
-  /// docs/BENCHMARKS.md), but the pieces' inversions make the wait after each factorization several
-  /// milliseconds longer. Worth it when many solves follow one factorization; off by default. The LU's plan
-  /// ignores it.
+  /// sweep then hands off once per piece: on a small factor the solves run faster, but the pieces'
+  /// inversions make the wait after each factorization longer (docs/BENCHMARKS.md). Worth it when many
+  /// solves follow one factorization; off by default. The LU's plan ignores it.
   bool partitioned_inverse = false;
 };
 

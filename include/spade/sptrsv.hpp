@@ -59,7 +59,7 @@ enum class SptrsvAlgorithm {
               ///< triangle's level analysis and the device; on triangles with a few wide levels and many
               ///< thin ones it also times one fused solve in the analysis and keeps fused where it beats
               ///< levr's prediction. Where rows are longer than kSptrsvLongRow entries (Cholesky factors,
-              ///< where the level statistics mispredicted by 2-3x in the evaluation log of 2026-11-25) the
+              ///< where the level statistics mispredicted by 2-3x: docs/benchmarks/sptrsv.md) the
               ///< analysis builds and times the rule's trial candidates (SptrsvAutoChoice::trials, within
               ///< the budget of kSptrsvTrialBudget) and keeps the fastest for one right-hand side; for
               ///< several it times that winner on a pass of 8 and keeps it unless its own level_block,
@@ -173,8 +173,8 @@ struct SptrsvDeviceModel {
   double sm_entries_per_us = 760;    ///< entries (value, index, gathered x) one SM consumes per us in levr
   double block_entries_per_us = 1400;   ///< ... in level_block's one block, its levels staged in shared memory
   double cluster_entries_per_us = 2500; ///< ... in one block of a cluster, its solution values pushed to it
-  /// The cost per level below comes from the evaluation log of 2026-11-25 (bench_sptrsv --evaluate on an
-  /// H100, the Cholesky factors 4elt_lap_L, bcsstk16_L, tomography_L, mdual_lap_L and their transposes).
+  /// The cost per level below comes from bench_sptrsv --evaluate (docs/benchmarks/sptrsv.md: the Cholesky
+  /// factors 4elt_lap_L, bcsstk16_L, tomography_L, mdual_lap_L and their transposes).
   double split_level_us = 2.4;  ///< levr where rows are split into pieces (2.2-2.5 us per level measured)
   /// The SM count and compute capability of the current CUDA device, the costs above. Throws ResourceError.
   static SptrsvDeviceModel current();
@@ -222,7 +222,7 @@ struct SptrsvAutoChoice {
 /// Rows longer than kSptrsvLongRow (levr splits them into pieces) with a mean row above kSptrsvSplitMeanRow:
 /// levr's cost per level is split_level_us.
 /// There the level statistics mispredict the chunked kernels and do not tell fused_level, thread and fused
-/// apart (4elt_lap_L ran fastest with fused_level, 4elt_lap_Lt with thread, in the log of 2026-11-25), so
+/// apart (4elt_lap_L ran fastest with fused_level, 4elt_lap_Lt with thread: docs/benchmarks/sptrsv.md), so
 /// with at least kSptrsvTrialLevels levels `trials` lists `one` (unless levr), fused_level, thread and
 /// fused, the first kSptrsvMaxTrials distinct ones, for the analysis to time (and try_fused is false).
 /// Throws InvalidInput for negative sizes.
@@ -230,28 +230,28 @@ SptrsvAutoChoice sptrsv_auto_rule(const SptrsvShape& shape, const SptrsvDeviceMo
 
 /// Several right-hand sides over one, the ratio of a pass of 8 to a solve of 1 that auto assumes for each
 /// algorithm: levr 1.1, level_block 1.0, cluster 1.2 (v23 tables), thread 2.64, fused 2.39, fused_level
-/// 3.26 (geometric means of the evaluation log of 2026-11-25), others 2.0.
+/// 3.26 (geometric means of the evaluation in docs/benchmarks/sptrsv.md), others 2.0.
 double sptrsv_several_over_one(SptrsvAlgorithm algorithm);
 
 /// The longest row (off-diagonal entries) that auto still gives to one thread block (level_block).
 constexpr index_t kSptrsvOneBlockLongestRow = 512;
-/// The widest level (rows) that auto still gives to one thread block (level_block). In the evaluation log
-/// of 2026-11-25 level_block ran 1.17-1.85 times behind levr on sherman3, rajat01 and gemat12 (widest levels
+/// The widest level (rows) that auto still gives to one thread block (level_block). In the evaluation
+/// (docs/benchmarks/sptrsv.md) level_block ran 1.17-1.85 times behind levr on sherman3, rajat01 and gemat12 (widest levels
 /// of 938-2,127 rows, which its block's warps take in many passes) and ahead of it on add32 (431 rows).
 constexpr index_t kSptrsvOneBlockWidestLevel = 512;
-/// The widest level over the mean rows per level from which auto times fused. In the evaluation logs of
-/// 2026-11-25 fused ran more than 15% ahead of levr on one triangle with short rows, NotreDame_www (widest
+/// The widest level over the mean rows per level from which auto times fused. In the evaluation
+/// (docs/benchmarks/sptrsv.md) fused ran more than 15% ahead of levr on one triangle with short rows, NotreDame_www (widest
 /// level 180 times the mean); on mdual_lap, gemat12, rajat01 and sherman3 (8 to 21 times) the trial cost
 /// analysis time and levr was within 5% of fused or ahead of it.
 constexpr double kSptrsvSkewedLevels = 32.0;
 /// The longest row (off-diagonal entries) above which auto times candidates in the analysis (levr's piece).
 constexpr index_t kSptrsvLongRow = 64;
 /// The mean row (off-diagonal entries) above which levr's cost per level is split_level_us where rows are
-/// longer than kSptrsvLongRow: the factors of the log of 2026-11-25 (means of 28 to 173 entries) paid
+/// longer than kSptrsvLongRow: the evaluation's factors (means of 28 to 173 entries) paid
 /// 2.2-2.5 us per level, adder_dcop_05 (a mean of 2, rows up to 1,309) 1.3 us and NSR8K (5, up to 557) 1.6.
 constexpr double kSptrsvSplitMeanRow = 16.0;
 /// The fewest levels at which auto times candidates: with fewer, levr's launches cost little and the
-/// chunked kernels lose on rows of thousands of entries (c-62 in the log of 2026-11-25).
+/// chunked kernels lose on rows of thousands of entries (c-62 in the evaluation).
 constexpr index_t kSptrsvTrialLevels = 32;
 /// The most candidates auto times.
 constexpr int kSptrsvMaxTrials = 3;
@@ -259,7 +259,7 @@ constexpr int kSptrsvMaxTrials = 3;
 /// right-hand side, CUDA events on the plan's stream) starts only while the trials so far took less than
 /// this times the analysis before them (host wall clock), so auto's analysis stays below about
 /// (1 + kSptrsvTrialBudget) times its own plus one trial. The reason: on every triangle with rows that
-/// long in the log of 2026-11-25, cuSPARSE's analysis took 2.7 to 31 times auto's, and a trial costs about
+/// long in the evaluation, cuSPARSE's analysis took 2.7 to 31 times auto's, and a trial costs about
 /// one named analysis plus two solves.
 constexpr double kSptrsvTrialBudget = 2.0;
 
