@@ -159,6 +159,9 @@ class PySolver {
       plan["tiles"] = p.tiles;
       plan["tree_height"] = p.tree_height;
       plan["partition_band"] = p.partition_band;
+      plan["merged_pieces"] = p.merged_pieces;
+      plan["partitioned_seconds"] = p.partitioned_seconds;
+      plan["partitioned_problem"] = p.partitioned_problem;
       plan["plan_seconds"] = p.plan_seconds;
       plan["upload_seconds"] = p.upload_seconds;
       plan["visible_seconds"] = p.visible_seconds;
@@ -172,6 +175,7 @@ class PySolver {
       solve["gpu"] = t.gpu;
       solve["nrhs"] = t.nrhs;
       solve["passes"] = t.passes;
+      solve["partitioned"] = t.partitioned;
       solve["forward_seconds"] = t.forward_seconds;
       solve["backward_seconds"] = t.backward_seconds;
       solve["seconds"] = t.seconds;

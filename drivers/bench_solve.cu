@@ -10,7 +10,10 @@
 //   - the floor: L's values and row indices (12 bytes per entry, CSR-equivalent) read twice, over the
 //     copy bandwidth measured here (a device-to-device copy, bytes read plus written);
 //   - the plan's build time, the time the caller waits after the host factorization returns (first
-//     factorization and refactorization), and a refined solution with two correction steps.
+//     factorization and refactorization), and a refined solution with two correction steps;
+//   - where the Solver builds a partitioned inverse (SolverOptions::partitioned_inverse, on unless
+//     --no-partitioned-inverse), when it was ready after each factorization; the solves are timed once it
+//     is (the steady state of many solves per factorization).
 // Medians of repeated runs after warm-up. Prints one markdown table, the device and the command line;
 // --json writes the same figures for scripts/plot_benchmarks.py (drivers/bench_json.hpp).
 #include <CLI/CLI.hpp>
@@ -286,9 +289,22 @@ struct Row {
   double call_host = 0, refined_host = 0;  // host arrays in and out (copies included)
   int refined_steps = 0;
   double factor = 0, plan = 0, visible = 0, refactor = 0, revisible = 0;
+  // The partitioned inverse: seconds after the factorization (first, refactorization) until it held the
+  // values (NaN: none), and whether the timed solves ran on it.
+  double ready = NAN, reready = NAN;
+  bool solved_partitioned = false;
   double error = 0;  // GPU against host solve, nrhs = 1
   TraceStats trace;
 };
+
+/// "first (refactor)" milliseconds until the partitioned inverse was ready, "-" without one; a star where
+/// the timed solves did not run on it.
+std::string ready_cell(const Row& r) {
+  if (std::isnan(r.ready) && std::isnan(r.reready)) return "-";
+  char cell[64];
+  std::snprintf(cell, sizeof cell, "%.2f (%.2f)%s", r.ready * 1e3, r.reready * 1e3, r.solved_partitioned ? "" : " *");
+  return cell;
+}
 
 spade::SparseMatrix load(const std::string& name) {
   if (name == "lap2d_1024") return spade::laplacian_2d(1024, 1024);
@@ -319,9 +335,12 @@ Row run_matrix(const std::string& name, double bandwidth, int threads, int reps,
   row.factor = numeric_seconds();
   row.plan = report.plan->plan_seconds;
   row.visible = report.plan->visible_seconds;
+  if (solver.wait_for_partitioned_inverse()) row.ready = report.plan->partitioned_seconds;
   solver.factorize(A);  // a refactorization: the plan is reused, only values stream
   row.refactor = numeric_seconds();
   row.revisible = report.plan->visible_seconds;
+  // The solves below are timed on the partitioned inverse where there is one (the steady state).
+  if (solver.wait_for_partitioned_inverse()) row.reready = report.plan->partitioned_seconds;
   const spade::SymbolicFactor& S = solver.symbolic();
   row.nnz_l = S.nnz_l;
   row.supernodes = S.num_supernodes;
@@ -347,6 +366,7 @@ Row run_matrix(const std::string& name, double bandwidth, int threads, int reps,
       SPADE_CUDA_CHECK(cudaMemcpy(work.p, pristine.p, B.size() * sizeof(double), cudaMemcpyDeviceToDevice));
       const double call = spade::bench::seconds([&] { solver.solve(work.p, nrhs, n, spade::Memory::device); });
       if (r < 2) continue;
+      row.solved_partitioned = report.last_solve->partitioned;
       f.push_back(report.last_solve->forward_seconds);
       w.push_back(report.last_solve->backward_seconds);
       t.push_back(report.last_solve->forward_seconds + report.last_solve->backward_seconds);
@@ -459,6 +479,10 @@ nlohmann::ordered_json row_json(const Row& r) {
           {"plan_seconds", r.plan},
           {"visible_seconds", r.visible},
           {"refactor_visible_seconds", r.revisible},
+          {"partitioned_ready_seconds", std::isnan(r.ready) ? nlohmann::ordered_json() : nlohmann::ordered_json(r.ready)},
+          {"refactor_partitioned_ready_seconds",
+           std::isnan(r.reready) ? nlohmann::ordered_json() : nlohmann::ordered_json(r.reready)},
+          {"solved_partitioned", r.solved_partitioned},
           {"error_against_host", r.error},
           {"trace", {{"forward", sweep(r.trace.forward)}, {"backward", sweep(r.trace.backward)}}}};
 }
@@ -471,17 +495,19 @@ int main(int argc, char** argv) {
                                        "lap2d_1024", "lap3d_64", "lap3d27_48"};
   int threads = 16, reps = 30;
   bool no_baselines = false;
-  bool partitioned = false;
+  bool no_partitioned = false;
   app.add_option("--matrices", matrices, "matrices: files of ../shared/matrices without .mtx.gz, or lap2d_1024, "
                                          "lap3d_64, lap3d27_48")
       ->capture_default_str();
   app.add_option("--threads", threads, "host threads (factorization and host solve)")->capture_default_str();
   app.add_option("--reps", reps, "timed GPU solves per matrix (median)")->capture_default_str();
   app.add_flag("--no-baselines", no_baselines, "skip cuSPARSE (its analysis of a large L takes seconds)");
-  app.add_flag("--partitioned-inverse", partitioned, "the Solver's partitioned inverse (SolverOptions::partitioned_inverse)");
+  app.add_flag("--no-partitioned-inverse", no_partitioned,
+               "the per-supernode plan alone (SolverOptions::partitioned_inverse = false)");
   std::string json_path;
   app.add_option("--json", json_path, "also write the figures as JSON to this file (drivers/bench_json.hpp)");
   CLI11_PARSE(app, argc, argv);
+  const bool partitioned = !no_partitioned;
   try {
     const double bandwidth = copy_bandwidth();
     std::printf("device: %s\ncopy bandwidth (read + write): %.3f TB/s\nhost threads: %d\n\n",
@@ -489,8 +515,8 @@ int main(int argc, char** argv) {
     std::printf("| matrix | n | nnz(L) | supernodes | groups / tiles | height (band) | floor ms | GPU ms (fwd + bwd) | GPU / floor "
                 "| SpSV ms | SpSV / GPU | host ms | host / GPU | GPU 16 rhs ms | 16 / 1 | SpSM 16 ms | SpSM / GPU "
                 "| refined ms (steps) | refined / call | host arrays: call ms, refined ms, ratio | factor s | plan s "
-                "| visible ms (refactor) | visible / factor | GPU vs host |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+                "| visible ms (refactor) | visible / factor | partitioned ready ms (refactor) | GPU vs host |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     std::fflush(stdout);
     std::vector<Row> rows;
     for (const std::string& name : matrices) {
@@ -502,14 +528,14 @@ int main(int argc, char** argv) {
       const Row& r = rows.back();
       std::printf("| %s | %d | %.3g | %d | %d / %d | %d (%d) | %.4f | %.4f (%.4f + %.4f) | %.2f | %.3f | %.0fx | %.3f | %.0fx "
                   "| %.4f | %.2f | %.3f | %.0fx | %.4f (%d) | %.2f | %.3f, %.3f, %.2f | %.3f | %.3f | %.2f (%.2f) | %.1f%% "
-                  "| %.1e |\n",
+                  "| %s | %.1e |\n",
                   r.name.c_str(), r.n, static_cast<double>(r.nnz_l), r.supernodes, r.groups, r.tiles, r.height, r.band,
                   r.floor * 1e3, r.gpu1 * 1e3, r.gpu1_fwd * 1e3, r.gpu1_bwd * 1e3, r.gpu1 / r.floor,
                   r.cusparse.spsv * 1e3, r.cusparse.spsv / r.gpu1, r.host1 * 1e3, r.host1 / r.gpu1, r.gpu16 * 1e3,
                   r.gpu16 / r.gpu1, r.cusparse.spsm * 1e3, r.cusparse.spsm / r.gpu16, r.refined * 1e3, r.refined_steps,
                   r.refined / r.gpu1_call, r.call_host * 1e3, r.refined_host * 1e3, r.refined_host / r.call_host,
                   r.factor, r.plan, r.visible * 1e3, r.revisible * 1e3,
-                  100 * r.visible / r.factor, r.error);
+                  100 * r.visible / r.factor, ready_cell(r).c_str(), r.error);
       std::fflush(stdout);
       if (r.cusparse.error > 1e-8) std::printf("  (cuSPARSE differs from spade by %.1e on %s)\n", r.cusparse.error, r.name.c_str());
     }

@@ -90,9 +90,14 @@ void print_placement(std::FILE* out, const SolveSummary& s) {
     std::fprintf(out, "gpu plan         %d groups (%d small supernodes, one warp each), %d tiles of 32 x 32 over %d "
                       "supernodes, height %d\n",
                  p.groups, p.grouped_supernodes, p.tiles, p.tiled_supernodes, p.tree_height);
-    if (p.partition_band > 1)
-      std::fprintf(out, "                 partitioned inverse: %d tree levels per piece, %d merged supernodes\n",
+    if (p.partition_band > 1) {
+      std::fprintf(out, "                 partitioned inverse: %d tree levels per piece, %d merged supernodes; ",
                    p.partition_band, p.merged_pieces);
+      if (!p.partitioned_problem.empty())
+        std::fprintf(out, "not used: %s\n", p.partitioned_problem.c_str());
+      else
+        std::fprintf(out, "ready %.4f s after the factorization\n", p.partitioned_seconds);
+    }
     std::fprintf(out, "                 diagonal blocks inverted on the GPU: %d by the warp kernel, %d by cuSOLVER trtri "
                       "+ cuBLAS trsm\n",
                  p.small_inverses, p.large_inverses);
@@ -102,9 +107,10 @@ void print_placement(std::FILE* out, const SolveSummary& s) {
                  p.visible_seconds);
   }
   if (s.solve_times && s.solve_times->gpu)
-    std::fprintf(out, "gpu sweeps       forward %.4f ms, backward %.4f ms (%d pass%s of up to %d right-hand sides)\n",
+    std::fprintf(out, "gpu sweeps       forward %.4f ms, backward %.4f ms (%d pass%s of up to %d right-hand sides%s)\n",
                  s.solve_times->forward_seconds * 1e3, s.solve_times->backward_seconds * 1e3, s.solve_times->passes,
-                 s.solve_times->passes == 1 ? "" : "es", s.plan ? s.plan->max_width : 0);
+                 s.solve_times->passes == 1 ? "" : "es", s.plan ? s.plan->max_width : 0,
+                 s.solve_times->partitioned ? "; on the partitioned inverse" : "");
 }
 
 void print_solve(std::FILE* out, const SolveSummary& s) {
@@ -243,6 +249,8 @@ nlohmann::ordered_json to_json(const Report& report) {
                            {"critical_columns", p.critical_columns},
                            {"partition_band", p.partition_band},
                            {"merged_pieces", p.merged_pieces},
+                           {"partitioned_seconds", p.partitioned_seconds},
+                           {"partitioned_problem", p.partitioned_problem},
                            {"kernels", {{"solve", "supernodal forward/backward sweeps: one warp per group or 32 x 32 "
                                                   "tile, dependency counters on the assembly tree"},
                                         {"inverse_warp", p.small_inverses},
@@ -279,7 +287,8 @@ nlohmann::ordered_json to_json(const Report& report) {
     if (s.solve_times && s.solve_times->gpu)
       sweeps = {{"passes", s.solve_times->passes},
                 {"forward_seconds", s.solve_times->forward_seconds},
-                {"backward_seconds", s.solve_times->backward_seconds}};
+                {"backward_seconds", s.solve_times->backward_seconds},
+                {"partitioned", s.solve_times->partitioned}};
     j["solve"] = {{"nrhs", s.nrhs},
                   {"gpu", s.gpu},
                   {"sweeps", sweeps},

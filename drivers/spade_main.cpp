@@ -72,7 +72,7 @@ struct Options {
   std::string factorization = "auto";  ///< "auto", "cholesky" or "lu" (solve, demo)
   std::string pattern_values = "reject";  ///< "reject", "ones" or "laplacian"
   bool quiet = false;                     ///< no progress lines on stderr
-  bool partitioned_inverse = false;       ///< SolverOptions::partitioned_inverse
+  bool partitioned_inverse = true;        ///< SolverOptions::partitioned_inverse
 
   // Parsed from the strings above by parse_names(), before any work is done.
   std::optional<spade::OrderingMethod> ordering_method;  ///< empty: automatic
@@ -378,7 +378,6 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
   s.placement_requested = o.device;
   s.gpu = r.gpu;
   s.placement_reason = r.placement_reason;
-  s.plan = r.plan;
 
   // The plain solve is timed on its own; solve_refined then starts again from B (its first solve is part of
   // the "refine" phase), so the two phases can be read separately.
@@ -390,6 +389,10 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
   spade::RefinementResult result;
   progress.run("solve with iterative refinement", [&] { result = solver.solve_refined(B.data(), n, X.data(), n, s.nrhs); });
   phase("refine");
+  // The partitioned inverse's thread is joined here rather than at exit, so that the report can say when it
+  // was ready (the solves above used it if it was by then).
+  solver.wait_for_partitioned_inverse();
+  s.plan = r.plan;
   s.steps = result.steps;
   s.stop = result.stop;
   s.berr = result.solution.berr;
@@ -507,9 +510,10 @@ void add_solve_options(CLI::App* command, Options& o) {
                       "where the solves run: auto (the GPU when one is usable and the factor fits, else the host), "
                       "gpu (an error when it cannot) or cpu")
       ->capture_default_str();
-  command->add_flag("--partitioned-inverse", o.partitioned_inverse,
-                    "GPU solve of a Cholesky factor: merge tree levels into dense inverted pieces (faster solves on "
-                    "small factors, a longer wait after each factorization; for many solves per factorization)");
+  command->add_flag("--partitioned-inverse,!--no-partitioned-inverse", o.partitioned_inverse,
+                    "GPU solve of a Cholesky factor: also build, without waiting for it, a plan of dense inverted "
+                    "pieces of merged tree levels, used once ready (faster solves on small factors)")
+      ->capture_default_str();
 }
 
 /// CLI11's ExistingFile with the path quoted short in its message (spade::quote): a file that exists and

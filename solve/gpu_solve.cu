@@ -875,6 +875,14 @@ void GpuResidual::add(double* X, const double* D, index_t nrhs) {
   cublas_check(cublasDaxpy_64(device_->cublas, count, &one, D, 1, X, 1), "cublasDaxpy");
 }
 
+void GpuResidual::set_stream(cudaStream_t stream) {
+  if (stream == stream_) return;
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  cusparse_check(cusparseSetStream(device_->cusparse, stream), "cusparseSetStream");
+  cublas_check(cublasSetStream(device_->cublas, stream), "cublasSetStream");
+  stream_ = stream;
+}
+
 // ---- host registration and device description ----
 
 HostRegistration::HostRegistration(const void* data, std::size_t bytes) : data_(const_cast<void*>(data)) {

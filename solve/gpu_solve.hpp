@@ -214,6 +214,10 @@ class GpuResidual {
 
   /// X += D (n x nrhs each, leading dimension n, device memory), on the stream.
   void add(double* X, const double* D, index_t nrhs);
+  /// Later work goes on `stream` (the Solver's solves switch between two plans' streams); waits for the
+  /// work on the current one first. Memory it allocated stays ordered on the stream it was allocated on,
+  /// which must outlive this object.
+  void set_stream(cudaStream_t stream);
 
  private:
   struct Device;

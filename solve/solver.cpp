@@ -234,6 +234,14 @@ struct Solver::Impl {
   int device = 0;
   std::string device_description, device_problem;
   std::unique_ptr<GpuSolvePlan> plan;
+  // The partitioned inverse (SolverOptions::partitioned_inverse): a second plan on the merged structure,
+  // built by a thread of its own beside the factorization and fed the whole factor once the per-supernode
+  // plan is ready (feed_partitioned), so that it slows neither. That thread owns `partitioned` and
+  // partitioned_problem from its start until it sets partitioned_finished (release) and is joined; solves
+  // switch to the plan once it holds the current factorization's values.
+  std::unique_ptr<GpuSolvePlan> partitioned;
+  std::string partitioned_problem;
+  // The residual may run on either plan's stream (set_stream): destroyed before both.
   std::unique_ptr<GpuResidual> residual;
   std::unique_ptr<HostRegistration> pinned;
   bool use_gpu = false;  // the current factor's solves run on the GPU
@@ -241,6 +249,26 @@ struct Solver::Impl {
   // Streaming a factorization's values to the plan.
   RangeQueue queue;
   std::atomic<bool> streaming{false};
+
+  // The partitioned inverse's thread. Under partitioned_mutex: the band and pieces it chose (once per
+  // analysis, published before it builds its plan, so that factorize() reports them without waiting for
+  // the plan), and the word that lets it upload (`partitioned_go`: the values and their generation, once
+  // the per-supernode plan holds them) or sends it away (`partitioned_cancel`).
+  std::thread partitioned_worker;
+  std::atomic<bool> partitioned_finished{false};  // the worker has nothing left to do
+  std::mutex partitioned_mutex;
+  std::condition_variable partitioned_cv;
+  bool partitioned_chosen = false;
+  index_t partitioned_band = 1, partitioned_pieces = 0;
+  bool partitioned_go = false, partitioned_cancel = false;
+  const double* partitioned_values = nullptr;
+  std::uint64_t partitioned_generation = 0;
+  Clock::time_point factor_returned{}, partitioned_done{};
+
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  ~Impl() { stop_partitioned(); }
 
   void set_phase(const std::string& name, double seconds, double gflops = 0) {
     for (PhaseTime& p : report.phases)
@@ -254,9 +282,11 @@ struct Solver::Impl {
 
   /// Analyzes A for the LU (discarding a Cholesky analysis, factor and plan) and records why.
   void analyze_for_lu(const SparseMatrix& A, const std::string& why) {
+    stop_partitioned();
     pinned.reset();
     residual.reset();
     plan.reset();
+    forget_partitioned();
     report.plan.reset();
     factor.reset();
     lu.reset();
@@ -295,8 +325,10 @@ struct Solver::Impl {
         why = std::string("the GPU plan failed: ") + e.what();
       }
     }
+    stop_partitioned();
     residual.reset();
     plan.reset();
+    forget_partitioned();
     report.plan.reset();
     use_gpu = false;
     report.gpu = false;
@@ -342,39 +374,39 @@ struct Solver::Impl {
                          std::to_string(n));
   }
 
+  /// Device bytes of the refinement's copy of A.
+  std::size_t refinement_bytes() const {
+    return static_cast<std::size_t>(A->nnz()) * (2 * sizeof(double) + sizeof(int)) +
+           static_cast<std::size_t>(A->rows() + 1) * sizeof(int);
+  }
+
+  /// Why `what` cannot have `wanted` more bytes of device memory (plus 64 MiB of headroom) when the solver's
+  /// GPU objects would then hold `total` (against options.device_memory_limit); empty when it can.
+  std::string memory_problem(const char* what, std::size_t wanted, std::size_t total) const {
+    std::size_t free_bytes = 0, total_bytes = 0;
+    gpu_memory(free_bytes, total_bytes);
+    const std::size_t limit = options.device_memory_limit, headroom = std::size_t(64) << 20;
+    if (wanted + headroom <= free_bytes && (limit == 0 || total + headroom <= limit)) return {};
+    char line[240];
+    if (limit > 0 && limit < free_bytes)
+      std::snprintf(line, sizeof line, "%s needs %.2f GiB of device memory, the device memory limit is %.2f GiB", what,
+                    (total + headroom) / 1073741824.0, limit / 1073741824.0);
+    else
+      std::snprintf(line, sizeof line, "%s needs %.2f GiB of device memory, %.2f GiB are free", what,
+                    (wanted + headroom) / 1073741824.0, free_bytes / 1073741824.0);
+    return line;
+  }
+
   /// Builds the plan and its residual; returns an empty string, or why the GPU cannot take this factor.
   std::string build_plan() {
     const auto t0 = Clock::now();
     SupernodalSchedule schedule = build_schedule(*symbolic);
-    SolveStructure structure = unpartitioned(symbolic);
-    if (!lu_symbolic && options.partitioned_inverse) {
-      const index_t band = choose_partition_band(*symbolic, schedule, kSolveHandoffSeconds, gpu_bandwidth_estimate());
-      if (band > 1) {
-        structure = partition_for_solve(symbolic, band);
-        schedule = build_schedule(*structure.solve);
-      }
-    }
-    const GpuSolveMemory need = lu_symbolic ? GpuSolvePlan::memory_estimate(*symbolic, schedule, GpuSolvePlan::kMaxWidth, true)
-                                            : GpuSolvePlan::memory_estimate(structure, schedule);
-    const std::size_t refine = static_cast<std::size_t>(A->nnz()) * (2 * sizeof(double) + sizeof(int)) +
-                               static_cast<std::size_t>(A->rows() + 1) * sizeof(int);
-    std::size_t free_bytes = 0, total_bytes = 0;
-    gpu_memory(free_bytes, total_bytes);
-    const std::size_t limit = options.device_memory_limit;
-    const std::size_t wanted = need.total() + refine + (std::size_t(64) << 20);
-    if (wanted > free_bytes || (limit > 0 && wanted > limit)) {
-      char line[240];
-      if (limit > 0 && limit < free_bytes)
-        std::snprintf(line, sizeof line,
-                      "the GPU solve needs %.2f GiB of device memory, the device memory limit is %.2f GiB",
-                      wanted / 1073741824.0, limit / 1073741824.0);
-      else
-        std::snprintf(line, sizeof line, "the GPU solve needs %.2f GiB of device memory, %.2f GiB are free",
-                      wanted / 1073741824.0, free_bytes / 1073741824.0);
-      return line;
-    }
+    const std::size_t need =
+        GpuSolvePlan::memory_estimate(*symbolic, schedule, GpuSolvePlan::kMaxWidth, lu_symbolic != nullptr).total() +
+        refinement_bytes();
+    if (std::string problem = memory_problem("the GPU solve", need, need); !problem.empty()) return problem;
     plan = lu_symbolic ? std::make_unique<GpuSolvePlan>(lu_symbolic, std::move(schedule))
-                       : std::make_unique<GpuSolvePlan>(std::move(structure), std::move(schedule));
+                       : std::make_unique<GpuSolvePlan>(symbolic, std::move(schedule));
     residual = std::make_unique<GpuResidual>(*A, plan->stream());
     GpuPlanReport r;
     const SupernodalSchedule& s = plan->schedule();
@@ -388,8 +420,6 @@ struct Solver::Impl {
     r.tiled_supernodes = s.tiled_supernodes;
     r.tree_height = s.height;
     r.critical_columns = s.critical_columns;
-    r.partition_band = plan->structure().band;
-    r.merged_pieces = plan->structure().merged_pieces;
     r.small_inverses = static_cast<index_t>(s.small_inverse.size());
     r.large_inverses = static_cast<index_t>(s.large_inverse.size());
     r.plan_seconds = seconds_since(t0);
@@ -424,19 +454,7 @@ struct Solver::Impl {
         while (queue.pop_all(ranges)) {
           if (!any) first_upload = Clock::now();
           any = true;
-          // Ranges that arrived together and adjoin go up as one: one copy and one inversion launch instead of
-          // several (the factorization reports finished subtrees, often many small ones at once).
-          std::sort(ranges.begin(), ranges.end(),
-                    [](const RangeQueue::Range& a, const RangeQueue::Range& b) { return a.first < b.first; });
-          std::vector<RangeQueue::Range> joined;
-          for (const RangeQueue::Range& r : ranges) {
-            if (!joined.empty() && joined.back().last + 1 == r.first && joined.back().values == r.values &&
-                joined.back().u_values == r.u_values)
-              joined.back().last = r.last;
-            else
-              joined.push_back(r);
-          }
-          for (const RangeQueue::Range& range : joined) {
+          for (const RangeQueue::Range& range : ranges) {
             if (lu_symbolic)
               plan->upload_lu(range.values, range.u_values, range.first, range.last);
             else
@@ -456,6 +474,123 @@ struct Solver::Impl {
     while (queue.pop_all(ranges)) {
     }  // drain what a failed plan left
   }
+
+  /// Whether this factorization gets a partitioned inverse: asked for, a Cholesky factor, no failure of it
+  /// so far, and a band above 1 (or none chosen yet).
+  bool wants_partitioned() const {
+    return options.partitioned_inverse && !lu_symbolic && partitioned_problem.empty() &&
+           (!partitioned_chosen || partitioned_band > 1);
+  }
+
+  void publish_choice(index_t band, index_t pieces) {
+    {
+      std::lock_guard<std::mutex> lock(partitioned_mutex);
+      partitioned_band = band;
+      partitioned_pieces = pieces;
+      partitioned_chosen = true;
+    }
+    partitioned_cv.notify_all();
+  }
+
+  /// The partitioned inverse's thread during one factorization: the band (once per analysis, by the cost
+  /// model of partitioned_inverse.hpp) and the plan, beside the factorization; then, once the per-supernode
+  /// plan holds the new values (go_partitioned), the whole factor in one upload and the wait for its last
+  /// inversion. Its failures stay here (partitioned_problem): the per-supernode plan solves instead.
+  void feed_partitioned() {
+    try {
+      SPADE_CUDA_CHECK(cudaSetDevice(device));
+      if (!partitioned_chosen) {
+        SupernodalSchedule schedule = build_schedule(*symbolic);
+        const index_t band = choose_partition_band(*symbolic, schedule, kSolveHandoffSeconds, gpu_bandwidth_estimate());
+        if (band <= 1) {
+          publish_choice(1, 0);
+        } else {
+          SolveStructure structure = partition_for_solve(symbolic, band);
+          SupernodalSchedule merged = build_schedule(*structure.solve);
+          publish_choice(band, structure.merged_pieces);
+          const std::size_t need = GpuSolvePlan::memory_estimate(structure, merged).total();
+          const std::size_t others = GpuSolvePlan::memory_estimate(*symbolic, schedule).total() + refinement_bytes();
+          partitioned_problem = memory_problem("the partitioned inverse", need, need + others);
+          if (partitioned_problem.empty())
+            partitioned = std::make_unique<GpuSolvePlan>(std::move(structure), std::move(merged));
+        }
+      }
+      if (partitioned) {
+        partitioned->begin_values();
+        const double* values = nullptr;
+        std::uint64_t generation = 0;
+        {
+          std::unique_lock<std::mutex> lock(partitioned_mutex);
+          partitioned_cv.wait(lock, [this] { return partitioned_go || partitioned_cancel; });
+          if (!partitioned_cancel) values = partitioned_values, generation = partitioned_generation;
+        }
+        if (values != nullptr) {
+          partitioned->upload(values, 0, symbolic->num_supernodes - 1);
+          partitioned->finish_values(generation);
+          partitioned_done = Clock::now();
+        }
+      }
+    } catch (const std::exception& e) {
+      // The plan stays (the residual may hold memory on its stream) but serves no solve again.
+      partitioned_problem = std::string("the partitioned inverse failed: ") + e.what();
+    }
+    if (!partitioned_chosen) publish_choice(1, 0);
+    partitioned_finished.store(true, std::memory_order_release);
+  }
+
+  /// Lets the partitioned inverse's thread upload the current factor (whose per-supernode plan is ready).
+  void go_partitioned() {
+    {
+      std::lock_guard<std::mutex> lock(partitioned_mutex);
+      partitioned_values = factor->values().data();
+      partitioned_generation = factor->generation();
+      partitioned_go = true;
+    }
+    partitioned_cv.notify_all();
+  }
+
+  /// Joins the finished (or closed and cancelled) worker and copies what it leaves into the report.
+  void join_partitioned() {
+    partitioned_worker.join();
+    if (!report.plan) return;
+    report.plan->partitioned_problem = partitioned_problem;
+    if (partitioned && partitioned->generation() != 0)
+      report.plan->partitioned_seconds = std::chrono::duration<double>(partitioned_done - factor_returned).count();
+  }
+
+  /// Cancels the partitioned inverse's upload (unless it has started) and joins its thread.
+  void stop_partitioned() {
+    if (!partitioned_worker.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(partitioned_mutex);
+      partitioned_cancel = true;
+    }
+    partitioned_cv.notify_all();
+    join_partitioned();
+  }
+
+  /// stop_partitioned(), and the partitioned inverse of this analysis is forgotten. After residual.reset():
+  /// the residual may hold memory on the plan's stream.
+  void forget_partitioned() {
+    stop_partitioned();
+    partitioned.reset();
+    partitioned_problem.clear();
+    partitioned_chosen = false;
+    partitioned_band = 1;
+    partitioned_pieces = 0;
+  }
+
+  /// The plan this solve runs on: the partitioned inverse's once it holds the current values (its thread,
+  /// finished, is joined here; a running one is not waited for), else the per-supernode plan. The residual
+  /// moves to that plan's stream.
+  GpuSolvePlan& solving_plan(bool& used_partitioned) {
+    if (partitioned_worker.joinable() && partitioned_finished.load(std::memory_order_acquire)) join_partitioned();
+    used_partitioned = !partitioned_worker.joinable() && partitioned && partitioned_problem.empty() &&
+                       partitioned->generation() == generation();
+    GpuSolvePlan& p = used_partitioned ? *partitioned : *plan;
+    residual->set_stream(p.stream());
+    return p;
+  }
 };
 
 Solver::Solver(const SolverOptions& options) : impl_(std::make_unique<Impl>()) {
@@ -468,9 +603,11 @@ Solver::~Solver() = default;
 
 void Solver::analyze(const SparseMatrix& A) {
   Impl& s = *impl_;
+  s.stop_partitioned();
   s.pinned.reset();
   s.residual.reset();
   s.plan.reset();
+  s.forget_partitioned();
   s.factor.reset();
   s.lu.reset();
   s.A.reset();
@@ -559,6 +696,8 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
   if (A.rows() != s.symbolic->n || A.cols() != s.symbolic->n)
     throw InvalidInput("factorize: the matrix is " + std::to_string(A.rows()) + " x " + std::to_string(A.cols()) +
                        ", the analysis was of order " + std::to_string(s.symbolic->n));
+  // The partitioned inverse's uploads read the factor's values, which this factorization replaces.
+  s.stop_partitioned();
   s.A = A;
   const bool try_gpu = placement != Placement::cpu && s.device_ok;
 
@@ -572,6 +711,19 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
     // A Cholesky factor's values are page-locked for a refactorization's uploads; an LU's go up pageable.
     const double* existing = s.factor ? s.factor->values().data() : nullptr;
     worker = start_thread("GPU plan", [&, existing] { s.feed_plan(existing, factor_failed, problem, gpu_error); });
+    if (s.wants_partitioned()) {
+      s.partitioned_go = s.partitioned_cancel = false;
+      s.partitioned_finished = false;
+      try {
+        s.partitioned_worker = start_thread("partitioned inverse", [&s] { s.feed_partitioned(); });
+      } catch (...) {
+        factor_failed = true;
+        s.streaming = false;
+        s.queue.close();
+        worker.join();
+        throw;
+      }
+    }
   }
   const auto t0 = Clock::now();
   try {
@@ -601,6 +753,7 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
     s.streaming = false;
     s.queue.close();
     if (worker.joinable()) worker.join();
+    s.stop_partitioned();
     if (s.plan) s.plan->begin_values();  // the device copy is not of any valid factor
     throw;
   }
@@ -608,6 +761,7 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
   s.streaming = false;
   s.queue.close();
   const auto returned = Clock::now();
+  s.factor_returned = returned;
   if (worker.joinable()) worker.join();
   const double flops = s.lu_symbolic ? s.lu_symbolic->flops : s.symbolic->flops;
   s.report.threads = s.lu ? s.lu->threads() : s.factor->threads();
@@ -622,35 +776,44 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
     s.gpu_failed(problem, gpu_error);
     return;
   }
+  if (s.partitioned_worker.joinable()) {  // the band is chosen before the plan is built: no wait for the plan
+    std::unique_lock<std::mutex> lock(s.partitioned_mutex);
+    s.partitioned_cv.wait(lock, [&s] { return s.partitioned_chosen; });
+  }
+  s.report.plan->partition_band = s.partitioned_band;
+  s.report.plan->merged_pieces = s.partitioned_pieces;
+  s.report.plan->partitioned_seconds = 0;
   s.gpu_placement(returned);
+  if (s.partitioned_worker.joinable()) s.go_partitioned();  // it finishes on its own
 }
 
 void Solver::Impl::gpu_solve(double* X, index_t nrhs, index_t ldx, Memory memory, Transpose trans, SolveTimes& times) {
   times.gpu = true;
   const std::uint64_t gen = generation();
+  GpuSolvePlan& plan = solving_plan(times.partitioned);
   if (memory == Memory::device) {
-    plan->solve(X, ldx, X, ldx, nrhs, gen, trans);
-    times.passes = plan->last_passes();
-    times.forward_seconds = plan->last_forward_seconds();
-    times.backward_seconds = plan->last_backward_seconds();
+    plan.solve(X, ldx, X, ldx, nrhs, gen, trans);
+    times.passes = plan.last_passes();
+    times.forward_seconds = plan.last_forward_seconds();
+    times.backward_seconds = plan.last_backward_seconds();
     return;
   }
   // Host columns go through a device block, in chunks that fit the GPU's memory.
   const index_t n = symbolic->n;
   check_finite(X, n, nrhs, ldx);
-  const cudaStream_t stream = plan->stream();
+  const cudaStream_t stream = plan.stream();
   const index_t ld = std::max<index_t>(n, 1), chunk = columns_that_fit(n, nrhs, 1);
   DeviceBlock block(static_cast<std::size_t>(n) * chunk, stream);
   for (index_t c = 0; c < nrhs; c += chunk) {
     const index_t k = std::min(chunk, nrhs - c);
     double* Xc = X + static_cast<offset_t>(c) * ldx;
     copy_block(block.get(), ld, Xc, ldx, n, k, cudaMemcpyHostToDevice, stream);
-    plan->solve(block.get(), ld, block.get(), ld, k, gen, trans);
+    plan.solve(block.get(), ld, block.get(), ld, k, gen, trans);
     copy_block(Xc, ldx, block.get(), ld, n, k, cudaMemcpyDeviceToHost, stream);
     SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
-    times.forward_seconds += plan->last_forward_seconds();
-    times.backward_seconds += plan->last_backward_seconds();
-    times.passes += plan->last_passes();
+    times.forward_seconds += plan.last_forward_seconds();
+    times.backward_seconds += plan.last_backward_seconds();
+    times.passes += plan.last_passes();
   }
 }
 
@@ -738,7 +901,9 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
   // refinement cannot.
   if (s.use_gpu && (!s.lu || s.lu->perturbed_pivots() == 0)) {
     if (memory == Memory::host) check_finite(B, n, nrhs, ldb);
-    const cudaStream_t stream = s.plan->stream();
+    bool partitioned = false;
+    GpuSolvePlan& plan = s.solving_plan(partitioned);  // one plan for the whole refinement
+    const cudaStream_t stream = plan.stream();
     // Contiguous device blocks (leading dimension n): B, X, the residual/correction D and the saved X, for
     // as many columns at a time as fit the GPU's memory; each chunk is refined on its own.
     const index_t chunk = columns_that_fit(n, nrhs, 4);
@@ -748,6 +913,7 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
     const cudaMemcpyKind out = memory == Memory::host ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
     struct GpuOps {
       Impl& s;
+      GpuSolvePlan& plan;
       const double* b;
       double *x, *d, *previous;
       index_t n, ld, nrhs;
@@ -755,12 +921,12 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
       std::uint64_t generation;
       void first_solve() {
         copy_block(x, ld, b, ld, n, nrhs, cudaMemcpyDeviceToDevice, stream);
-        s.plan->solve(x, ld, x, ld, nrhs, generation);
+        plan.solve(x, ld, x, ld, nrhs, generation);
       }
       RefinementStep evaluate() { return s.residual->evaluate(b, x, d, nrhs); }
       void save() { copy_block(previous, ld, x, ld, n, nrhs, cudaMemcpyDeviceToDevice, stream); }
       void correct() {
-        s.plan->solve(d, ld, d, ld, nrhs, generation);
+        plan.solve(d, ld, d, ld, nrhs, generation);
         s.residual->add(x, d, nrhs);
       }
       void restore() { copy_block(x, ld, previous, ld, n, nrhs, cudaMemcpyDeviceToDevice, stream); }
@@ -768,7 +934,7 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
     for (index_t c = 0; c == 0 || c < nrhs; c += chunk) {  // once for nrhs = 0: the history has step 0
       const index_t k = std::min(chunk, nrhs - c);
       copy_block(b.get(), ld, B + static_cast<offset_t>(c) * ldb, ldb, n, k, in, stream);
-      GpuOps ops{s, b.get(), x.get(), d.get(), previous.get(), n, ld, k, stream, s.generation()};
+      GpuOps ops{s, plan, b.get(), x.get(), d.get(), previous.get(), n, ld, k, stream, s.generation()};
       merge_refinement(result, refine_loop(ops, refine), c == 0);
       copy_block(X + static_cast<offset_t>(c) * ldx, ldx, x.get(), ld, n, k, out, stream);
       SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -818,9 +984,18 @@ bool Solver::on_gpu() const { return impl_->use_gpu; }
 const Report& Solver::report() const { return impl_->report; }
 const SolverOptions& Solver::options() const { return impl_->options; }
 
+bool Solver::wait_for_partitioned_inverse() {
+  Impl& s = *impl_;
+  if (s.partitioned_worker.joinable()) s.join_partitioned();
+  return s.use_gpu && s.partitioned && s.partitioned_problem.empty() && s.partitioned->generation() == s.generation();
+}
+
 void Solver::set_gpu_spin_limit(long long polls) {
-  if (!impl_->plan) throw InvalidInput("Solver::set_gpu_spin_limit: no GPU plan");
-  impl_->plan->set_spin_limit(polls);
+  Impl& s = *impl_;
+  if (!s.plan) throw InvalidInput("Solver::set_gpu_spin_limit: no GPU plan");
+  if (s.partitioned_worker.joinable()) s.join_partitioned();
+  s.plan->set_spin_limit(polls);
+  if (s.partitioned) s.partitioned->set_spin_limit(polls);
 }
 
 }  // namespace spade

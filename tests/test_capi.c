@@ -99,7 +99,7 @@ static void test_version(void) {
   const spade_options a = spade_default_options(), b = SPADE_OPTIONS_INIT;
   CHECK(a.ordering == b.ordering && a.threads == b.threads && a.placement == b.placement &&
         a.refine_max_steps == b.refine_max_steps && a.refine_tolerance == b.refine_tolerance &&
-        a.partitioned_inverse == b.partitioned_inverse && a.partitioned_inverse == 0);
+        a.partitioned_inverse == b.partitioned_inverse && a.partitioned_inverse == 1);
   CHECK(a.ordering == SPADE_ORDERING_AUTO && a.placement == SPADE_PLACEMENT_AUTO && a.refine_max_steps == 10);
 }
 

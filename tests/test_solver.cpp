@@ -314,8 +314,9 @@ TEST(GpuPlan, PartitionedInverseMatchesTheHostReference) {
 
 TEST(GpuSolve, PartitionedInverseThroughTheSolver) {
   SPADE_REQUIRE_GPU();
-  // A small factor, where the cost model merges levels: the facade's solves, refinement and a
-  // refactorization with new values go through the merged pieces.
+  // A small factor, where the cost model merges levels: the facade's solves, refinement and
+  // refactorizations with new values, before the partitioned inverse is ready (the per-supernode plan, or
+  // the partitioned one if it was quick) and after (the partitioned one).
   SolverOptions options = on(Placement::gpu);
   options.partitioned_inverse = true;
   SparseMatrix A = laplacian_2d(60, 50);
@@ -326,25 +327,73 @@ TEST(GpuSolve, PartitionedInverseThroughTheSolver) {
   ASSERT_GT(solver.report().plan->partition_band, 1);
   EXPECT_GT(solver.report().plan->merged_pieces, 0);
   const index_t n = A.rows();
-  for (int round = 0; round < 2; ++round) {
-    const NumericFactor& F = solver.factor();
-    const double kappa = condition_of(A, F);
-    for (const index_t nrhs : {1, 16}) {
-      unsigned seed = 0;
-      const std::vector<double> B = random_block(n, nrhs, seed);
-      std::vector<double> X = B, expected = B;
-      solver.solve(X.data(), nrhs, n);
-      solve_in_place(F, expected.data(), nrhs, n);
-      EXPECT_LE(relative_difference(X, expected), 1000 * kEps * kappa) << "round " << round << ", nrhs " << nrhs;
-    }
-    std::vector<double> b(n, 1.0), x(n);
-    EXPECT_LE(solver.solve_refined(b.data(), n, x.data(), n, 1).solution.berr, 1e-14);
-    // New values, same pattern: the plan streams them into the same pieces.
+  auto new_values = [&] {
     for (index_t j = 0; j < n; ++j)
       for (offset_t p = A.col_ptr()[j]; p < A.col_ptr()[j + 1]; ++p)
         if (A.row_ind()[p] == j) A.values()[p] += 1.0;
+  };
+  for (int round = 0; round < 3; ++round) {
+    const NumericFactor& F = solver.factor();
+    const double kappa = condition_of(A, F);
+    for (const bool waited : {false, true}) {
+      if (waited) {
+        ASSERT_TRUE(solver.wait_for_partitioned_inverse()) << solver.report().plan->partitioned_problem;
+        EXPECT_GT(solver.report().plan->partitioned_seconds, 0);
+      }
+      for (const index_t nrhs : {1, 16}) {
+        unsigned seed = 0;
+        const std::vector<double> B = random_block(n, nrhs, seed);
+        std::vector<double> X = B, expected = B;
+        solver.solve(X.data(), nrhs, n);
+        if (waited) {
+          EXPECT_TRUE(solver.report().last_solve->partitioned);
+        }
+        solve_in_place(F, expected.data(), nrhs, n);
+        EXPECT_LE(relative_difference(X, expected), 1000 * kEps * kappa)
+            << "round " << round << ", nrhs " << nrhs << (waited ? ", partitioned" : "");
+      }
+      std::vector<double> b(n, 1.0), x(n);
+      EXPECT_LE(solver.solve_refined(b.data(), n, x.data(), n, 1).solution.berr, 1e-14);
+    }
+    // New values, same pattern: both plans stream them into the same places. In the last round, twice at
+    // once: the first refactorization's partitioned uploads are cancelled by the second.
+    new_values();
     solver.factorize(A);
+    if (round == 1) {
+      new_values();
+      solver.factorize(A);
+    }
   }
+}
+
+TEST(GpuSolve, PartitionedInverseThatDoesNotFitLeavesThePerSupernodePlan) {
+  SPADE_REQUIRE_GPU();
+  // A device memory limit that the per-supernode plan fits in but not both plans: the report says why, and
+  // the solves stay on the GPU.
+  const SparseMatrix A = laplacian_2d(60, 50);
+  SolverOptions options = on(Placement::gpu);
+  options.partitioned_inverse = false;
+  Solver probe(options);
+  probe.analyze(A);
+  probe.factorize(A);
+  ASSERT_TRUE(probe.on_gpu()) << probe.report().placement_reason;
+  const std::size_t refinement = static_cast<std::size_t>(A.nnz()) * 20 + static_cast<std::size_t>(A.rows() + 1) * 4;
+  options.partitioned_inverse = true;
+  options.device_memory_limit = probe.report().plan->device_bytes + refinement + (std::size_t(64) << 20) + 1024;
+  Solver solver(options);
+  solver.analyze(A);
+  solver.factorize(A);
+  ASSERT_TRUE(solver.on_gpu()) << solver.report().placement_reason;
+  ASSERT_GT(solver.report().plan->partition_band, 1);
+  EXPECT_FALSE(solver.wait_for_partitioned_inverse());
+  EXPECT_NE(solver.report().plan->partitioned_problem.find("device memory limit"), std::string::npos)
+      << solver.report().plan->partitioned_problem;
+  std::vector<double> b(A.rows(), 1.0), x(A.rows());
+  EXPECT_LE(solver.solve_refined(b.data(), A.rows(), x.data(), A.rows(), 1).solution.berr, 1e-14);
+  solver.solve(b.data(), 1, A.rows());
+  ASSERT_TRUE(solver.report().last_solve.has_value());
+  EXPECT_TRUE(solver.report().last_solve->gpu);
+  EXPECT_FALSE(solver.report().last_solve->partitioned);
 }
 
 /// GPU solve against the host solve through the facade, nrhs as given, tolerance C eps kappa_1(A); with
@@ -358,6 +407,10 @@ void check_gpu_against_host(const SparseMatrix& A, const std::string& what, cons
   solver.analyze(A);
   solver.factorize(A);
   ASSERT_TRUE(solver.on_gpu()) << solver.report().placement_reason;
+  const bool merged = partitioned && solver.report().plan->partition_band > 1;
+  if (merged) {
+    ASSERT_TRUE(solver.wait_for_partitioned_inverse()) << what;
+  }
   const NumericFactor& F = solver.factor();
   const double kappa = condition_of(A, F);
   const index_t n = A.rows();
@@ -366,6 +419,7 @@ void check_gpu_against_host(const SparseMatrix& A, const std::string& what, cons
     const std::vector<double> B = random_block(n, nrhs, seed);
     std::vector<double> X = B, expected = B;
     solver.solve(X.data(), nrhs, n);
+    EXPECT_EQ(solver.report().last_solve->partitioned, merged) << what;
     solve_in_place(F, expected.data(), nrhs, n);
     EXPECT_LE(relative_difference(X, expected), 1000 * kEps * std::max(kappa, 1.0))
         << what << ", nrhs " << nrhs << ", kappa_1 about " << kappa << ", seed " << seed;
@@ -396,6 +450,7 @@ TEST_P(GpuRealSpd, MatchesHostSolveAndRefinesBelow1e14) {
     Solver solver(options);
     solver.analyze(A);
     solver.factorize(A);
+    solver.wait_for_partitioned_inverse();
     const index_t n = A.rows();
     for (const index_t nrhs : {1, 3}) {
       unsigned seed = 0;
@@ -520,6 +575,7 @@ TEST(GpuSolve, SpinWaitTimeoutIsAnErrorAndTheNextSolveIsRight) {
   unrelaxed.supernodes.relax = false;
   SolverOptions options = on(Placement::gpu);
   options.analyze = unrelaxed;
+  options.partitioned_inverse = false;  // its pieces would shorten the chain
   const SparseMatrix A = testing::tridiagonal(4000);  // a chain: every task waits on the one before
   Solver solver(options);
   solver.analyze(A);

@@ -30,7 +30,8 @@
 // refines on the host, where GMRES-IR recovers what classical refinement cannot.
 //
 // Threads: options.threads is used by the factorization (OpenMP over subtrees, BLAS at the top) and the
-// host solve; the plan's thread calls neither OpenMP nor BLAS. A Solver is used from one thread at a time
+// host solve; the plan's threads (one per plan: the per-supernode one and the partitioned inverse's) call
+// neither OpenMP nor BLAS. A Solver is used from one thread at a time
 // (its own plan thread aside). Library code never prints.
 //
 // Errors (error.hpp): InvalidInput for misuse (a phase out of order, wrong shapes, NaN/Inf in host
@@ -83,12 +84,16 @@ struct SolverOptions {
   /// not built: `automatic` solves on the host (report().placement_reason says why), `gpu` throws
   /// ResourceError. Set before analyze(); it leaves room for other work on the GPU, and tests the fallback.
   std::size_t device_memory_limit = 0;
-  /// The GPU solve of a Cholesky factor merges tree levels into dense pieces whose inverses it stores (the
-  /// partitioned inverse, with the band its cost model chooses: solve/partitioned_inverse.hpp). Each
-  /// sweep then hands off once per piece: on a small factor the solves run faster, but the pieces'
-  /// inversions make the wait after each factorization longer (docs/BENCHMARKS.md). Worth it when many
-  /// solves follow one factorization; off by default. The LU's plan ignores it.
-  bool partitioned_inverse = false;
+  /// The GPU solve of a Cholesky factor also builds the partitioned inverse (solve/partitioned_inverse.hpp:
+  /// tree levels merged into dense pieces whose inverses are stored, the band chosen by its cost model), as
+  /// a second plan fed on a thread of its own beside the factorization. Each sweep of it hands off once per
+  /// piece, so on a small factor its solves run faster; its pieces' inversions take longer than the
+  /// supernodes', so nothing waits for them: solves use the per-supernode plan until the partitioned one
+  /// holds the current factorization's values (SolveTimes::partitioned says which one ran; the two agree to
+  /// rounding, both backward stable), and wait_for_partitioned_inverse() waits for it. Where the cost model
+  /// keeps one level per piece (large factors: the merged bytes would cost more than the hand-offs save) no
+  /// second plan is built. The LU's plan ignores it.
+  bool partitioned_inverse = true;
 };
 
 /// A timed phase: "order", "symbolic", "numeric", "solve" or "refine" (the latest of each), wall seconds,
@@ -115,6 +120,12 @@ struct GpuPlanReport {
   /// cost model, solve/partitioned_inverse.hpp), and the merged supernodes it made.
   index_t partition_band = 1;
   index_t merged_pieces = 0;
+  /// Seconds after the factorization returned when the partitioned inverse held its values (known once a
+  /// solve used it or wait_for_partitioned_inverse() returned; 0 before, or when there is none).
+  double partitioned_seconds = 0;
+  /// Why a partitioned inverse that was chosen (partition_band > 1) is not used: its plan did not fit the
+  /// device memory or failed (the per-supernode plan solves instead); empty otherwise.
+  std::string partitioned_problem;
   index_t small_inverses = 0;      ///< diagonal blocks inverted by the warp kernel (at most 32 wide)
   index_t large_inverses = 0;      ///< by cuSOLVER trtri and cuBLAS trsm
   double plan_seconds = 0;         ///< building the plan, beside the factorization (0 when reused)
@@ -128,6 +139,7 @@ struct GpuPlanReport {
 struct SolveTimes {
   bool gpu = false;
   index_t nrhs = 0;
+  bool partitioned = false;       ///< GPU: the partitioned inverse's plan ran it (SolverOptions::partitioned_inverse)
   int passes = 0;                 ///< GPU passes (up to max_width right-hand sides each)
   double forward_seconds = 0;     ///< GPU: forward sweeps, CUDA events, summed over passes
   double backward_seconds = 0;    ///< GPU: backward sweeps
@@ -200,6 +212,12 @@ class Solver {
   bool on_gpu() const;
   const Report& report() const;
   const SolverOptions& options() const;
+
+  /// Waits until the partitioned inverse of the current factorization is on the GPU (or known not to come:
+  /// none chosen, no GPU plan, or GpuPlanReport::partitioned_problem), so that every later solve uses it.
+  /// Returns whether they will. Never throws for the partitioned inverse's own failure (the per-supernode
+  /// plan solves instead, and the report says why).
+  bool wait_for_partitioned_inverse();
 
   /// Polls before a GPU spin-wait gives up (0: the default). For tests that provoke a timeout.
   void set_gpu_spin_limit(long long polls);

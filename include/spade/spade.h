@@ -80,12 +80,13 @@ typedef struct spade_options {
   spade_placement placement; /* default SPADE_PLACEMENT_AUTO */
   int refine_max_steps;      /* spade_solve_refined: at most this many corrections; default 10 */
   double refine_tolerance;   /* stop once berr <= this; 0 (default) = 2 * machine epsilon */
-  int partitioned_inverse;   /* nonzero: the GPU solve merges tree levels into dense inverted pieces (the
-                                CLI's --partitioned-inverse: faster solves on small factors, a longer wait
-                                after each factorization); default 0 */
+  int partitioned_inverse;   /* nonzero (default 1): a Cholesky factor's GPU solve also builds, without
+                                waiting for it, a plan of dense inverted pieces of merged tree levels, and
+                                solves on it once it is ready (SolverOptions::partitioned_inverse; faster
+                                solves on small factors); 0: the per-supernode plan alone */
 } spade_options;
 
-#define SPADE_OPTIONS_INIT {SPADE_ORDERING_AUTO, 0, SPADE_PLACEMENT_AUTO, 10, 0.0, 0}
+#define SPADE_OPTIONS_INIT {SPADE_ORDERING_AUTO, 0, SPADE_PLACEMENT_AUTO, 10, 0.0, 1}
 
 /* A sparse matrix given by the caller (see the file comment): n x n, CSC, 0-based, host memory. */
 typedef struct spade_csc {

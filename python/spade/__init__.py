@@ -110,7 +110,7 @@ class Cholesky:
     """The Cholesky factorization P A P^T = L L^T of a sparse symmetric positive definite A, ready to solve.
 
     Cholesky(A, ordering="auto", threads=0, device="auto", refine=10, tolerance=0.0,
-             partitioned_inverse=False)
+             partitioned_inverse=True)
 
     Args:
         A: scipy.sparse matrix or array, n x n, symmetric (both triangles stored), positive definite.
@@ -123,8 +123,9 @@ class Cholesky:
             factor fits, else the host), "gpu" (a ResourceError when it cannot) or "cpu".
         refine: the most refinement steps solve_refined makes.
         tolerance: solve_refined stops once the backward error is at most this; 0 means 2 eps.
-        partitioned_inverse: the GPU solve merges tree levels into dense inverted pieces (the CLI's
-            --partitioned-inverse): faster solves on small factors, a longer wait after the factorization.
+        partitioned_inverse: the GPU solve of the factor also builds, without waiting for it, a plan of
+            dense inverted pieces of merged tree levels and solves on it once it is ready (the CLI's
+            --partitioned-inverse): faster solves on small factors. False: the per-supernode plan alone.
 
     Raises:
         ValueError: A is not a square real sparse matrix, not symmetric, has NaN/Inf values; an unknown
@@ -134,7 +135,7 @@ class Cholesky:
     """
 
     def __init__(self, A, ordering="auto", threads=0, device="auto", refine=10, tolerance=0.0,
-                 partitioned_inverse=False):
+                 partitioned_inverse=True):
         n, indptr, indices, data = _csc_arrays(A)
         self._n = n
         self._solver = _spade._Solver(str(ordering), int(threads), str(device), int(refine), float(tolerance),
