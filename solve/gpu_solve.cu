@@ -141,10 +141,19 @@ struct GpuSolvePlan::Device {
   DeviceArray<int> row_indices, supernode_begin, parent, units, need, perm, small_list, large_info;
   DeviceArray<long long> row_ptr, panel_offset;
   DeviceArray<kernels::SupernodalTask> tasks, backward_tasks;
-  DeviceArray<double> acc, y, x;
+  // A solve's workspace, twice: the passes of a solve of more than max_width right-hand sides alternate
+  // between two lanes, which run at once on their own streams with half the grid each, so that one pass
+  // fills the other's latencies (small factors) and its reads of L hit in L2 behind the other's (large).
+  struct Lane {
+    DeviceArray<double> acc, y, x, scaled;  // scaled: an LU's pass's scaled right-hand sides
+    DeviceArray<int> counters;              // ready (ns), done (ns), tickets (2)
+    int last_width = 0;                     // pass width whose y invariant holds (kernels/supernodal_kernels.hpp)
+  };
+  Lane lanes[2];
+  cudaEvent_t lanes_start = nullptr, lanes_end = nullptr;  // the second lane's wait for the solve's start, and back
   // An LU plan's: M^U, M^L's row indices (positions), perm_r[p] = A's row of position p, the packed U
-  // panels' offsets, Dr and Dc, a pass's scaled right-hand sides; and the host copies the uploads read.
-  DeviceArray<double> values_u, row_scale, col_scale, scaled;
+  // panels' offsets, Dr and Dc; and the host copies the uploads read.
+  DeviceArray<double> values_u, row_scale, col_scale;
   DeviceArray<int> row_indices_l, perm_r;
   DeviceArray<long long> u_offset;
   std::vector<long long> u_offset_host;
@@ -159,8 +168,7 @@ struct GpuSolvePlan::Device {
   DeviceArray<long long> factor_row_ptr, factor_panel_offset, target_offset;
   std::unique_ptr<PinnedArray<int>> small_pending_host;
   std::size_t small_pending_used = 0;
-  DeviceArray<int> counters;                   // ready (ns), done (ns), tickets (2)
-  DeviceArray<kernels::DeviceStatus> status;   // [0] solves, [1] inversions
+  DeviceArray<kernels::DeviceStatus> status;   // [0] solves (both lanes), [1] inversions
   PinnedArray<kernels::DeviceStatus> status_host{2};
   DeviceArray<unsigned long long> trace;  // empty unless tracing
   std::vector<cudaEvent_t> events;  // three per pass: start, between the sweeps, end
@@ -174,6 +182,8 @@ struct GpuSolvePlan::Device {
 
   ~Device() {
     if (maps_copied != nullptr) cudaEventDestroy(maps_copied);
+    if (lanes_start != nullptr) cudaEventDestroy(lanes_start);
+    if (lanes_end != nullptr) cudaEventDestroy(lanes_end);
     for (cudaEvent_t e : events) cudaEventDestroy(e);
     if (cusolver != nullptr) cusolverDnDestroy(cusolver);
     if (cublas != nullptr) cublasDestroy(cublas);
@@ -188,8 +198,8 @@ GpuSolveMemory GpuSolvePlan::memory_estimate(const SymbolicFactor& S, const Supe
   m.pattern = static_cast<std::size_t>(S.row_ptr.back()) * sizeof(int) + ns * (5 * sizeof(int) + 2 * sizeof(long long)) +
               n * sizeof(int) + 2 * schedule.tasks.size() * sizeof(kernels::SupernodalTask) +
               (schedule.small_inverse.size() + schedule.large_inverse.size()) * sizeof(int) +
-              (2 * ns + 2) * sizeof(int);
-  m.workspace = 3 * n * static_cast<std::size_t>(max_width) * sizeof(double);
+              2 * (2 * ns + 2) * sizeof(int);
+  m.workspace = 2 * 3 * n * static_cast<std::size_t>(max_width) * sizeof(double);  // two lanes
   for (index_t s : schedule.large_inverse) {
     const std::size_t k = static_cast<std::size_t>(S.supernode_cols(s));
     if (k <= static_cast<std::size_t>(kTrsmInverseColumns)) m.inversion = std::max(m.inversion, k * k * sizeof(double));
@@ -198,7 +208,7 @@ GpuSolveMemory GpuSolvePlan::memory_estimate(const SymbolicFactor& S, const Supe
     m.factor *= 2;
     m.pattern += static_cast<std::size_t>(S.row_ptr.back()) * sizeof(int) + n * sizeof(int) + (ns + 1) * sizeof(long long) +
                  schedule.large_inverse.size() * sizeof(int);
-    m.workspace += (static_cast<std::size_t>(max_width) + 2) * n * sizeof(double);
+    m.workspace += (2 * static_cast<std::size_t>(max_width) + 2) * n * sizeof(double);
   }
   return m;
 }
@@ -254,6 +264,7 @@ GpuSolvePlan::GpuSolvePlan(SolveStructure structure, std::shared_ptr<const LuSym
   // The solve stream is a blocking one: it waits for the legacy default stream, so a caller's device data
   // written there is ready when a solve starts.
   SPADE_CUDA_CHECK(cudaStreamCreate(&solve_stream_));
+  SPADE_CUDA_CHECK(cudaStreamCreate(&lane_stream_));
   device_ = std::make_unique<Device>();
   Device& d = *device_;
   cudaStream_t st = upload_stream_;
@@ -277,13 +288,18 @@ GpuSolvePlan::GpuSolvePlan(SolveStructure structure, std::shared_ptr<const LuSym
   d.tasks = device_tasks(schedule_.tasks);
   d.backward_tasks = device_tasks(schedule_.backward);
   const std::size_t vector = std::max<std::size_t>(n, 1) * static_cast<std::size_t>(max_width_);
-  d.acc = DeviceArray<double>(vector, st);
-  d.y = DeviceArray<double>(vector, st);
-  d.x = DeviceArray<double>(vector, st);
-  d.counters = DeviceArray<int>(2 * ns + 2, st);
+  for (Device::Lane& lane : d.lanes) {
+    lane.acc = DeviceArray<double>(vector, st);
+    lane.y = DeviceArray<double>(vector, st);
+    lane.x = DeviceArray<double>(vector, st);
+    lane.counters = DeviceArray<int>(2 * ns + 2, st);
+    for (const DeviceArray<double>* a : {&lane.acc, &lane.y, &lane.x}) a->zero(st);
+    lane.counters.zero(st);
+    if (lu_) lane.scaled = DeviceArray<double>(vector, st);
+  }
+  SPADE_CUDA_CHECK(cudaEventCreateWithFlags(&d.lanes_start, cudaEventDisableTiming));
+  SPADE_CUDA_CHECK(cudaEventCreateWithFlags(&d.lanes_end, cudaEventDisableTiming));
   d.status = DeviceArray<kernels::DeviceStatus>(2, st);
-  for (const DeviceArray<double>* a : {&d.acc, &d.y, &d.x}) a->zero(st);
-  d.counters.zero(st);
   d.status.zero(st);
   if (lu_) {
     d.values_u = DeviceArray<double>(static_cast<std::size_t>(S.panel_offset.back()), st);
@@ -295,7 +311,6 @@ GpuSolvePlan::GpuSolvePlan(SolveStructure structure, std::shared_ptr<const LuSym
     SPADE_CUDA_CHECK(cudaEventRecord(d.maps_copied, st));
     d.row_scale = DeviceArray<double>(lu_->row_scale, st);
     d.col_scale = DeviceArray<double>(lu_->col_scale, st);
-    d.scaled = DeviceArray<double>(vector, st);
   }
   if (structure_.band > 1) {
     const SymbolicFactor& F = *structure_.factor;
@@ -355,8 +370,10 @@ GpuSolvePlan::GpuSolvePlan(SolveStructure structure, std::shared_ptr<const LuSym
 GpuSolvePlan::~GpuSolvePlan() {
   // Work still queued reads the arrays: let it finish before they go back to the pool.
   if (solve_stream_ != nullptr) cudaStreamSynchronize(solve_stream_);
+  if (lane_stream_ != nullptr) cudaStreamSynchronize(lane_stream_);
   if (upload_stream_ != nullptr) cudaStreamSynchronize(upload_stream_);
   device_.reset();
+  if (lane_stream_ != nullptr) cudaStreamDestroy(lane_stream_);
   if (upload_stream_ != nullptr) {
     cudaStreamSynchronize(upload_stream_);
     cudaStreamDestroy(upload_stream_);
@@ -590,12 +607,15 @@ void GpuSolvePlan::copy_values_to_host(double* host, bool upper) const {
 
 void GpuSolvePlan::reset_workspace() {
   Device& d = *device_;
-  for (const DeviceArray<double>* a : {&d.acc, &d.y, &d.x}) a->zero(solve_stream_);
-  d.counters.zero(solve_stream_);
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(lane_stream_));
+  for (Device::Lane& lane : d.lanes) {
+    for (const DeviceArray<double>* a : {&lane.acc, &lane.y, &lane.x}) a->zero(solve_stream_);
+    lane.counters.zero(solve_stream_);
+    lane.last_width = 0;
+  }
   // Keep the spin limit: clear only code and index of the solves' status.
   SPADE_CUDA_CHECK(cudaMemsetAsync(d.status.get(), 0, 2 * sizeof(int), solve_stream_));
   SPADE_CUDA_CHECK(cudaStreamSynchronize(solve_stream_));
-  last_width_ = 0;
 }
 
 void GpuSolvePlan::set_spin_limit(long long polls) {
@@ -654,37 +674,52 @@ void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, i
     scale_in = plain ? d.row_scale.get() : d.col_scale.get();
     scale_out = plain ? d.col_scale.get() : d.row_scale.get();
   }
-  kernels::SupernodalWorkspace ws{d.acc.get(),          d.y.get(), d.x.get(), d.counters.get(), d.counters.get() + ns,
-                                  d.counters.get() + 2 * ns, d.status.get()};
   const int passes = static_cast<int>((nrhs + max_width_ - 1) / max_width_) + 1;
   while (d.events.size() < static_cast<std::size_t>(3 * passes)) {
     cudaEvent_t e;
     SPADE_CUDA_CHECK(cudaEventCreate(&e));
     d.events.push_back(e);
   }
+  // Two lanes when there are two passes or more (not while tracing: the trace holds one pass).
+  const int lanes = nrhs > max_width_ && d.trace.size() == 0 ? 2 : 1;
+  if (lanes == 2) {
+    SPADE_CUDA_CHECK(cudaEventRecord(d.lanes_start, solve_stream_));
+    SPADE_CUDA_CHECK(cudaStreamWaitEvent(lane_stream_, d.lanes_start, 0));
+  }
+  std::vector<int> pass_lane;
   for (index_t col = 0; col < nrhs; ++passes_) {
+    const int l = passes_ % lanes;
+    Device::Lane& lane = d.lanes[l];
+    const cudaStream_t stream = l == 0 ? solve_stream_ : lane_stream_;
     const int width = width_for(nrhs - col, max_width_);
-    if (width != last_width_) {
-      d.y.zero(solve_stream_);  // y's zeros follow the pass width (kernels/supernodal_kernels.hpp)
-      last_width_ = width;
+    if (width != lane.last_width) {
+      lane.y.zero(stream);  // y's zeros follow the pass width (kernels/supernodal_kernels.hpp)
+      lane.last_width = width;
     }
+    kernels::SupernodalWorkspace ws{lane.acc.get(), lane.y.get(), lane.x.get(), lane.counters.get(),
+                                    lane.counters.get() + ns, lane.counters.get() + 2 * ns, d.status.get()};
     const int columns = static_cast<int>(std::min<index_t>(width, nrhs - col));
     kernels::SupernodalPass pass{B + static_cast<offset_t>(col) * ldb, ldb, X + static_cast<offset_t>(col) * ldx,
                                  ldx, columns, d.trace.size() > 0 ? d.trace.get() : nullptr};
-    const int grid = grid_[width_slot(width)];
+    const int grid = std::max(1, grid_[width_slot(width)] / lanes);
     cudaEvent_t* e = d.events.data() + 3 * passes_;
-    SPADE_CUDA_CHECK(cudaEventRecord(e[0], solve_stream_));
+    SPADE_CUDA_CHECK(cudaEventRecord(e[0], stream));
     if (lu_) {  // the pass reads its scaled right-hand sides (X may be B)
-      scale_rows(pass.b, pass.ldb, scale_in, d.scaled.get(), n, n, columns, solve_stream_);
-      pass.b = d.scaled.get();
+      scale_rows(pass.b, pass.ldb, scale_in, lane.scaled.get(), n, n, columns, stream);
+      pass.b = lane.scaled.get();
       pass.ldb = n;
     }
-    kernels::launch_supernodal_forward(width, forward_view, ws, pass, grid, solve_stream_);
-    SPADE_CUDA_CHECK(cudaEventRecord(e[1], solve_stream_));
-    kernels::launch_supernodal_backward(width, backward_view, ws, pass, grid, solve_stream_);
-    if (lu_) scale_rows(pass.x_out, pass.ldx, scale_out, pass.x_out, pass.ldx, n, columns, solve_stream_);
-    SPADE_CUDA_CHECK(cudaEventRecord(e[2], solve_stream_));
+    kernels::launch_supernodal_forward(width, forward_view, ws, pass, grid, stream);
+    SPADE_CUDA_CHECK(cudaEventRecord(e[1], stream));
+    kernels::launch_supernodal_backward(width, backward_view, ws, pass, grid, stream);
+    if (lu_) scale_rows(pass.x_out, pass.ldx, scale_out, pass.x_out, pass.ldx, n, columns, stream);
+    SPADE_CUDA_CHECK(cudaEventRecord(e[2], stream));
+    pass_lane.push_back(l);
     col += width;
+  }
+  if (lanes == 2) {
+    SPADE_CUDA_CHECK(cudaEventRecord(d.lanes_end, lane_stream_));
+    SPADE_CUDA_CHECK(cudaStreamWaitEvent(solve_stream_, d.lanes_end, 0));
   }
   SPADE_CUDA_CHECK(cudaMemcpyAsync(d.status_host.get(), d.status.get(), sizeof(kernels::DeviceStatus),
                                    cudaMemcpyDeviceToHost, solve_stream_));
@@ -696,13 +731,16 @@ void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, i
                          "GPU solve: a spin-wait gave up (supernode " + std::to_string(st.index) +
                              " waited too long for its dependencies); the solve was abandoned");
   }
+  double forward_sum[2] = {0, 0}, backward_sum[2] = {0, 0};
   for (int p = 0; p < passes_; ++p) {
     float forward = 0, backward = 0;
     SPADE_CUDA_CHECK(cudaEventElapsedTime(&forward, d.events[3 * p], d.events[3 * p + 1]));
     SPADE_CUDA_CHECK(cudaEventElapsedTime(&backward, d.events[3 * p + 1], d.events[3 * p + 2]));
-    forward_seconds_ += forward * 1e-3;
-    backward_seconds_ += backward * 1e-3;
+    forward_sum[pass_lane[p]] += forward * 1e-3;
+    backward_sum[pass_lane[p]] += backward * 1e-3;
   }
+  forward_seconds_ = std::max(forward_sum[0], forward_sum[1]);
+  backward_seconds_ = std::max(backward_sum[0], backward_sum[1]);
 }
 
 // ---- GpuResidual ----

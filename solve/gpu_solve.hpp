@@ -135,13 +135,16 @@ class GpuSolvePlan {
   /// memory, original numbering; X may equal B (in place) and must not overlap it otherwise. `generation`
   /// must be that of the values on the device (InvalidInput otherwise: the factor changed since it was
   /// uploaded). Runs on stream() (which waits for the legacy default stream) in passes of at most
-  /// max_width() right-hand sides and synchronizes.
+  /// max_width() right-hand sides, with a second stream that starts after stream()'s earlier work and
+  /// joins back into it, and synchronizes.
   /// Throws NumericalError (no_progress) when a spin-wait gave up (the plan's state is restored first).
   /// An LU plan solves A^T X = B with `trans` yes (a Cholesky plan ignores it: A is symmetric).
   void solve(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs, std::uint64_t generation,
              Transpose trans = Transpose::no);
 
-  /// Forward and backward sweep times of the last solve, summed over its passes (CUDA events), seconds.
+  /// Forward and backward sweep times of the last solve (CUDA events), seconds: summed over the passes of
+  /// each lane, the larger lane's (a solve of more than max_width() right-hand sides runs its passes
+  /// alternately on two workspaces at once, each with half the grid).
   double last_forward_seconds() const { return forward_seconds_; }
   double last_backward_seconds() const { return backward_seconds_; }
   int last_passes() const { return passes_; }
@@ -184,9 +187,9 @@ class GpuSolvePlan {
   GpuSolveMemory memory_;
   cudaStream_t upload_stream_ = nullptr;
   cudaStream_t solve_stream_ = nullptr;
+  cudaStream_t lane_stream_ = nullptr;  // the second lane's (Device::Lane)
   std::unique_ptr<Device> device_;
   std::uint64_t generation_ = 0;
-  int last_width_ = 0;  // pass width whose y invariant holds (kernels/supernodal_kernels.hpp)
   int grid_[4] = {0, 0, 0, 0};
   double forward_seconds_ = 0, backward_seconds_ = 0;
   int passes_ = 0;
