@@ -38,8 +38,9 @@ struct LowerPart {
   const T* val;
   const T* diag;  ///< n diagonal values (1 for a unit diagonal)
   bool reversed;  ///< caller's index of internal i is n - 1 - i
-  /// fused_level only (nullptr otherwise): the rows are renumbered in level order, row i of this part is
-  /// internal row perm[i] (so the caller's unknown is caller_index(perm[i])).
+  /// The part renumbered in level order (fused_level, level_block, cluster, and auto's levr where its
+  /// other pick runs on that part; nullptr otherwise): row i of this part is internal row perm[i] (so the
+  /// caller's unknown is caller_index(perm[i])).
   const std::int32_t* perm = nullptr;
 };
 
@@ -230,7 +231,7 @@ void fused_items(index_t n, const std::int32_t* ptr, double threshold, std::int3
                  cudaStream_t stream);
 
 /// update_values: val[k] = values[src[k]], diag[i] = unit ? 1 : (diag_src[i] < 0 ? 0 : values[diag_src[i]]);
-/// zero_row as in inspect_triangle (row i is internal row perm[i] when perm is given, fused_level).
+/// zero_row as in inspect_triangle (row i is internal row perm[i] when perm is given: the level-ordered part).
 template <typename T>
 void gather_values(index_t n, std::int32_t nnz, const T* values, const std::int32_t* src,
                    const std::int32_t* diag_src, bool unit, bool reversed, const std::int32_t* perm, T* val,

@@ -205,7 +205,7 @@ bool needs_levels(SptrsvAlgorithm a) {
          a == SptrsvAlgorithm::cluster;
 }
 /// Runs on the rows renumbered in level order (Analysis::level_ordered).
-bool level_ordered(SptrsvAlgorithm a) {
+bool runs_in_level_order(SptrsvAlgorithm a) {
   return a == SptrsvAlgorithm::fused_level || a == SptrsvAlgorithm::level_block || a == SptrsvAlgorithm::cluster;
 }
 
@@ -1006,7 +1006,7 @@ void SptrsvPlan<T>::Impl::choose_automatic(const SptrsvOptions& options, cudaStr
   choice = sptrsv_auto_rule(shape, SptrsvDeviceModel::current());
   SptrsvAlgorithm pick_one = choice.one, pick_several = choice.several;
   // levr runs on the level-ordered part where the other pick needs it anyway.
-  const bool level_order = level_ordered(pick_one) || (several_rhs && level_ordered(pick_several));
+  const bool level_order = runs_in_level_order(pick_one) || (several_rhs && runs_in_level_order(pick_several));
   std::shared_ptr<State> cluster;
   if (pick_one == SptrsvAlgorithm::cluster || (several_rhs && pick_several == SptrsvAlgorithm::cluster)) {
     cluster = make_state(analysis, SptrsvAlgorithm::cluster, level_order, options.fusion_threshold, several_rhs,
@@ -1238,7 +1238,8 @@ void SptrsvPlan<T>::check(cudaStream_t stream) {
     if (unknown >= 0) continue;
     index_t internal = w.status.index;
     const std::int32_t* perm = base_of(*state).L.perm;
-    if (perm != nullptr) SPADE_CUDA_CHECK(cudaMemcpy(&internal, perm + internal, sizeof(internal), cudaMemcpyDeviceToHost));
+    if (perm != nullptr)
+      SPADE_CUDA_CHECK(cudaMemcpy(&internal, perm + internal, sizeof(internal), cudaMemcpyDeviceToHost));
     unknown = p.analysis.reversed ? p.analysis.stats.n - 1 - internal : internal;
     failed = algorithm_of(*state);
   }
@@ -1274,7 +1275,8 @@ void SptrsvPlan<T>::update_values(const T* values, cudaStream_t stream) {
   const int no_zero = INT_MAX;
   SPADE_CUDA_CHECK(cudaMemcpyAsync(&an.control->zero_row, &no_zero, sizeof(int), cudaMemcpyHostToDevice, stream));
   bool index_order = false, level_order = false;
-  for (typename Impl::State* state : p.states()) (base_of(*state).L.perm != nullptr ? level_order : index_order) = true;
+  for (typename Impl::State* state : p.states())
+    (base_of(*state).L.perm != nullptr ? level_order : index_order) = true;
   if (index_order) an.gather(values, an.index, stream);
   if (level_order) an.gather(values, an.level_ordered(stream), stream);
   for (typename Impl::State* state : p.states()) std::visit([&](auto& s) { s.refresh(stream); }, *state);
