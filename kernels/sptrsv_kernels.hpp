@@ -271,9 +271,9 @@ class LevrGraph {
   void solve(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host, int nlev,
              const RhsPass<T>& rhs, T* y, cudaStream_t stream);
   /// Where the second graph reads its pass (device, one RhsPass, owned by the caller and kept for the
-  /// graph's life): given, a solve allocates nothing; not given, the first solve with other buffers
-  /// allocates it (cudaMalloc) and the destructor frees it.
-  void set_pass_storage(RhsPass<T>* at) { pass_at_ = at, owned_ = false; }
+  /// graph's life), so that a solve allocates nothing. Required before the first solve with other buffers
+  /// than the first's (which throws ResourceError without it).
+  void set_pass_storage(RhsPass<T>* at) { pass_at_ = at; }
 
  private:
   /// Records the levels (pass_at: null, the pass as an argument; else read from there) and instantiates
@@ -285,7 +285,6 @@ class LevrGraph {
   cudaGraphExec_t exec_indirect_ = nullptr;  ///< the levels reading the pass from pass_at_
   RhsPass<T>* pass_at_ = nullptr;            ///< device: the pass of the latest other solve
   RhsPass<T> stored_{};                      ///< the pass last enqueued into pass_at_
-  bool owned_ = true;                        ///< pass_at_ was allocated here
 };
 /// LEVC: x := b, then one launch per level, a warp per column adding its updates into x atomically.
 template <typename T>
