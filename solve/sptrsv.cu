@@ -1134,6 +1134,7 @@ void SptrsvPlan<T>::Impl::measure(const SptrsvOptions& options, double analysis_
     else
       candidate = make_state(analysis, t, false, options.fusion_threshold, several_rhs, stream);
     if (candidate == nullptr) continue;
+    const SyncOnThrow timing(stream);  // a failed launch leaves the candidate's build and solves in flight
     const double us = time_pass(*candidate, b, x, 0, events, stream);
     ++analysis.stats.auto_trials;
     if (candidate == one && t == SptrsvAlgorithm::level_block && several == one) best_several = us;

@@ -326,11 +326,11 @@ class SptrsvPlan {
 
   /// Test hook: device pointer to the two work-ticket counters {next ticket, blocks finished} of the
   /// algorithm that runs one right-hand side (of several too, where it is the same; each algorithm of a
-  /// plan has its own), zero between launches. A test that writes 1 to the first one (a plain cudaMemcpy, no launch in
-  /// flight) makes the next self-scheduled solve (slfr, slfc, syncfree, thread, fused) hand out tickets
-  /// from 1: the first thread block's unknowns are never solved and their dependents wait until the spin
-  /// limit, which check() then reports as no_progress, restoring the counters. levr and levc take no
-  /// tickets. Not for use outside tests.
+  /// plan has its own), zero between launches. A test that writes 1 to the first one (a plain cudaMemcpy,
+  /// no launch in flight) makes the next self-scheduled solve (slfr, slfc, syncfree, thread, fused) hand
+  /// out tickets from 1: the first thread block's unknowns are never solved and their dependents wait until
+  /// the spin limit, which check() then reports as no_progress, restoring the counters. levr and levc take
+  /// no tickets. Not for use outside tests.
   int* device_tickets_for_testing() const;
 
   /// New values for the same pattern (device, same length and order as the constructor's `values`).
