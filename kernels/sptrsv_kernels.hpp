@@ -38,8 +38,9 @@ struct LowerPart {
   const T* val;
   const T* diag;  ///< n diagonal values (1 for a unit diagonal)
   bool reversed;  ///< caller's index of internal i is n - 1 - i
-  /// fused_level only (nullptr otherwise): the rows are renumbered in level order, row i of this part is
-  /// internal row perm[i] (so the caller's unknown is caller_index(perm[i])).
+  /// The part renumbered in level order (fused_level, level_block, cluster, and auto's levr where its
+  /// other pick runs on that part; nullptr otherwise): row i of this part is internal row perm[i] (so the
+  /// caller's unknown is caller_index(perm[i])).
   const std::int32_t* perm = nullptr;
 };
 
@@ -230,7 +231,7 @@ void fused_items(index_t n, const std::int32_t* ptr, double threshold, std::int3
                  cudaStream_t stream);
 
 /// update_values: val[k] = values[src[k]], diag[i] = unit ? 1 : (diag_src[i] < 0 ? 0 : values[diag_src[i]]);
-/// zero_row as in inspect_triangle (row i is internal row perm[i] when perm is given, fused_level).
+/// zero_row as in inspect_triangle (row i is internal row perm[i] when perm is given: the level-ordered part).
 template <typename T>
 void gather_values(index_t n, std::int32_t nnz, const T* values, const std::int32_t* src,
                    const std::int32_t* diag_src, bool unit, bool reversed, const std::int32_t* perm, T* val,
@@ -270,9 +271,9 @@ class LevrGraph {
   void solve(const LowerPart<T>& L, const LevrItems<T>& items, const std::int32_t* level_ptr_host, int nlev,
              const RhsPass<T>& rhs, T* y, cudaStream_t stream);
   /// Where the second graph reads its pass (device, one RhsPass, owned by the caller and kept for the
-  /// graph's life): given, a solve allocates nothing; not given, the first solve with other buffers
-  /// allocates it (cudaMalloc) and the destructor frees it.
-  void set_pass_storage(RhsPass<T>* at) { pass_at_ = at, owned_ = false; }
+  /// graph's life), so that a solve allocates nothing. Required before the first solve with other buffers
+  /// than the first's (which throws ResourceError without it).
+  void set_pass_storage(RhsPass<T>* at) { pass_at_ = at; }
 
  private:
   /// Records the levels (pass_at: null, the pass as an argument; else read from there) and instantiates
@@ -284,7 +285,6 @@ class LevrGraph {
   cudaGraphExec_t exec_indirect_ = nullptr;  ///< the levels reading the pass from pass_at_
   RhsPass<T>* pass_at_ = nullptr;            ///< device: the pass of the latest other solve
   RhsPass<T> stored_{};                      ///< the pass last enqueued into pass_at_
-  bool owned_ = true;                        ///< pass_at_ was allocated here
 };
 /// LEVC: x := b, then one launch per level, a warp per column adding its updates into x atomically.
 template <typename T>

@@ -264,7 +264,6 @@ template <typename T>
 LevrGraph<T>::~LevrGraph() {
   if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
   if (exec_indirect_ != nullptr) cudaGraphExecDestroy(exec_indirect_);
-  if (owned_ && pass_at_ != nullptr) cudaFree(pass_at_);
 }
 
 template <typename T>
@@ -316,8 +315,9 @@ void LevrGraph<T>::solve(const LowerPart<T>& L, const LevrItems<T>& items, const
     return;
   }
   if (exec_indirect_ == nullptr) {
-    if (pass_at_ == nullptr)
-      cuda_check(cudaMalloc(&pass_at_, sizeof(RhsPass<T>)), "cudaMalloc of levr's pass", __FILE__, __LINE__);
+    if (pass_at_ == nullptr)  // a solve allocates nothing
+      throw ResourceError("levr: a solve with other buffers than the first, and no storage for its pass "
+                          "(LevrGraph::set_pass_storage)");
     exec_indirect_ = record(L, items, level_ptr_host, nlev, rhs, pass_at_, y);
   }
   if (!same_pass(rhs, stored_)) {

@@ -1,15 +1,21 @@
-// The sparse triangular-solve plan: analysis on the GPU (validation, the internal lower form, statistics,
-// level sets, in-degrees, row chunks), the choice of `auto`, and the orchestration of the solve kernels
+// The sparse triangular-solve plan: the analysis every algorithm shares (validation, the internal lower
+// form, statistics, level sets, the level-ordered part), one state per algorithm family built on it (levr's
+// pieces, in-degrees, row chunks, packed levels, cluster's layout, each with its own device memory), the
+// choice of `auto` and its trials, and the one dispatch of a solve's passes to their states' kernels
 // (kernels/sptrsv_*.cu). Contract in include/spade/sptrsv.hpp.
 #include "spade/sptrsv.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <limits>
 #include <cstring>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "kernels/cuda_check.hpp"
@@ -135,27 +141,57 @@ class Slab {
   bool pooled_ = false;
 };
 
-/// Device-side words the analysis and the solves report through, read back in one copy.
+/// Synchronizes `stream` where the scope it guards is left by an exception: the slabs destroyed in the
+/// unwinding free themselves without waiting (Slab), and work of the analysis on `stream` may still read
+/// them. Declared after the slabs it protects (or first in a constructor, before whose members it goes).
+class SyncOnThrow {
+ public:
+  explicit SyncOnThrow(cudaStream_t stream) : stream_(stream), exceptions_(std::uncaught_exceptions()) {}
+  ~SyncOnThrow() {
+    if (std::uncaught_exceptions() > exceptions_) cudaStreamSynchronize(stream_);
+  }
+  SyncOnThrow(const SyncOnThrow&) = delete;
+  SyncOnThrow& operator=(const SyncOnThrow&) = delete;
+
+ private:
+  cudaStream_t stream_;
+  int exceptions_;
+};
+
+/// Device-side words the analysis reports through, read back in one copy; tickets and status are those of
+/// the level analysis' kernels (each algorithm's solves have their own, SolveWords).
 struct Control {
   unsigned long long bad;
   int zero_row;
   int m;
   int max_level;
   int max_count;
-  int max_level_chunks;  // level_block: the largest packed level, in 16-byte chunks
-  int cluster[3];        // cluster: ks::ClusterMeasure
-  int nitems;
+  int max_level_chunks;  // level_block's build: the largest packed level, in 16-byte chunks
+  int cluster[3];        // cluster's build: ks::ClusterMeasure
+  int nitems;            // the chunked kernels' build: work items
   int tickets[2];
   kernels::DeviceStatus status;
 };
 
-/// The control words as every launch needs them, with the plan's spin limit (0: kernels::kSpinLimit).
+/// The device words of one algorithm's solves: its work tickets and the first failure of a spin-wait.
+struct SolveWords {
+  int tickets[2];
+  kernels::DeviceStatus status;
+};
+
+/// The control words as the analysis starts with them, with the plan's spin limit (0: kernels::kSpinLimit).
 Control fresh_control(long long spin_limit) {
   Control c{};
   c.bad = ~0ull;
   c.zero_row = INT_MAX;
   c.status.spin_limit = spin_limit;
   return c;
+}
+
+SolveWords fresh_words(long long spin_limit) {
+  SolveWords w{};
+  w.status.spin_limit = spin_limit;
+  return w;
 }
 
 bool needs_csr(SptrsvAlgorithm a) {
@@ -168,14 +204,10 @@ bool needs_levels(SptrsvAlgorithm a) {
          a == SptrsvAlgorithm::slfc || a == SptrsvAlgorithm::fused_level || a == SptrsvAlgorithm::level_block ||
          a == SptrsvAlgorithm::cluster;
 }
-/// The rows renumbered in level order (a second copy of the part).
-bool level_ordered(SptrsvAlgorithm a) {
+/// Runs on the rows renumbered in level order (Analysis::level_ordered).
+bool runs_in_level_order(SptrsvAlgorithm a) {
   return a == SptrsvAlgorithm::fused_level || a == SptrsvAlgorithm::level_block || a == SptrsvAlgorithm::cluster;
 }
-bool chunked_solve(SptrsvAlgorithm a) {
-  return a == SptrsvAlgorithm::thread || a == SptrsvAlgorithm::fused || a == SptrsvAlgorithm::fused_level;
-}
-
 
 const char* inspect_message(int code) {
   switch (code) {
@@ -187,71 +219,63 @@ const char* inspect_message(int code) {
   return "malformed";
 }
 
-}  // namespace
+// ---- the analysis every algorithm shares ----
 
+/// The internal lower triangle (kernels/sptrsv_kernels.hpp) in one numbering, device memory: the strictly
+/// lower part, the diagonal, and where each value sits in the caller's values (update_values gathers
+/// through them).
 template <typename T>
-struct SptrsvPlan<T>::Impl {
-  SptrsvAlgorithm algorithm = SptrsvAlgorithm::automatic;
-  SptrsvAlgorithm multi_algorithm = SptrsvAlgorithm::automatic;  // passes of several right-hand sides
+struct Part {
+  std::int32_t* ptr = nullptr;         ///< n + 1 row (CSR) or column (CSC) pointers
+  index_t* ind = nullptr;              ///< m column (CSR) or row (CSC) indices
+  T* val = nullptr;                    ///< m values
+  std::int32_t* src = nullptr;         ///< m: the caller's position of each value
+  T* diag = nullptr;                   ///< n diagonal values (1 for a unit diagonal)
+  std::int32_t* diag_src = nullptr;    ///< n: the caller's position of each diagonal entry, -1 where none
+  const std::int32_t* perm = nullptr;  ///< level order: row i is internal row perm[i]; null in index order
+};
+
+/// What the analysis computes once for every algorithm: the validated triangle in the internal lower form
+/// (in index order, CSR or CSC as the algorithm runs on it; always CSR for auto), its statistics and, where
+/// an algorithm needs them (auto always), its level sets. The rows renumbered in level order are built on
+/// first use and shared by every algorithm that runs on them. The work arrays and temporary storage stay
+/// allocated for the builds of the algorithms' states, which run after the analysis on the same stream.
+template <typename T>
+struct Analysis {
   SptrsvStats stats;
   bool reversed = false, unit = false;
   std::int32_t input_nnz = 0, m = 0;  // entries given, off-diagonal entries kept
-  Slab common, scratch8, level_order;  // level_order: the part renumbered in level order
-  Slab pack_index, pack_data;         // level_block: the packed levels (descriptors and offsets, regions)
-  Slab cluster_data;                  // cluster: the layout's arrays
-  ks::ClusterLayout cluster{};
+  long long spin_limit = 0;           // set_spin_limit; every reset of solve words takes it
   Control* control = nullptr;
-  // the internal lower part in the format the algorithm runs on
-  std::int32_t* ptr = nullptr;
-  index_t* ind = nullptr;
-  T* val = nullptr;
-  std::int32_t* src = nullptr;
-  T* diag = nullptr;
-  std::int32_t* diag_src = nullptr;
-  std::int32_t* perm = nullptr;  // fused_level: row i of the part above is internal row perm[i]
-  // per algorithm
-  std::int32_t* jlev = nullptr;
-  std::int32_t* level_ptr = nullptr;  // device, levels + 1 entries
+  Part<T> index;  // the internal lower part in index order
+  // The level sets (where computed: level_ptr_host then holds stats.levels + 1 entries).
+  std::int32_t* jlev = nullptr;       // device, n: the rows by level, index order inside a level
+  std::int32_t* level_ptr = nullptr;  // device, levels + 1: each level's first position in jlev
   std::vector<std::int32_t> level_ptr_host;
-  int* flag = nullptr;  // SLFR flags or SLFC / syncfree counters
-  std::int32_t* global_deg = nullptr;
-  std::int32_t* local_deg = nullptr;
-  int max_degree = 1;
-  std::int32_t* items = nullptr;
-  int nitems = 0;
-  T* left_sum[2] = {nullptr, nullptr};  // R = 1, R = kRhsPerPass
-  T* y[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};  // fused: two sentinel buffers; level_block: one
-  int parity[2] = {0, 0};
-  ks::LevrGraph<T> levr_graph[2];  // levr: one right-hand side, passes of several
-  Slab levr_data;                  // levr: the pieces of rows of more than kLevrPiece entries, where some are
-  ks::LevrItems<T> levr_items{};
-  std::int32_t* level_piece_ptr = nullptr;  // device: each level's first piece
-  std::vector<std::int32_t> level_piece_ptr_host;
-  ks::LevelPack<T> pack{};
-  ks::LevelDesc* pack_desc = nullptr;
-  std::int32_t* pack_offsets = nullptr;
-  unsigned char* pack_bytes = nullptr;
-  int epoch = 0;
-  long long spin_limit = 0;  // set_spin_limit; rewritten with every reset of the control words
-  bool several_rhs = true;   // SptrsvOptions::several_rhs: the scratch of passes of several is allocated
-  cudaEvent_t last_solve = nullptr;  // recorded after every solve outside a stream capture
-  SptrsvAutoChoice choice;           // auto: the rule's choice (trials included)
-  // auto: the plans of named algorithms that won the trials and run the passes of one right-hand side and
-  // of several (null: this plan runs them); one object may run both.
-  std::shared_ptr<Impl> runs_one, runs_several;
+  // Free after the analysis, for the states' builds.
+  void* temp = nullptr;
+  std::size_t temp_bytes = 0;
+  std::int32_t* work = nullptr;   // n + 1
+  std::int32_t* work2 = nullptr;  // n
+  int* level = nullptr;           // n, where the level sets were computed
 
-  Impl() = default;
-  Impl(const Impl&) = delete;
-  Impl& operator=(const Impl&) = delete;
-  /// Waits for this plan's last solve (not for the device) before the members free their memory.
-  ~Impl() {
-    if (last_solve == nullptr) return;
-    cudaEventSynchronize(last_solve);
-    cudaEventDestroy(last_solve);
+  void analyse(const DeviceTriangle<T>& a, const SptrsvOptions& options, cudaStream_t stream);
+  /// The part renumbered in level order (P L P^T with row r = row jlev[r], lower triangular again): built
+  /// at the first call (from `index`, which must be CSR, and the level sets), in an allocation of its own.
+  const Part<T>& level_ordered(cudaStream_t stream);
+  bool has_level_order() const { return level_order_.has_value(); }
+  /// Frees the level-ordered part; no work may still read it.
+  void release_level_order() {
+    level_order_.reset();
+    level_order_memory_ = Slab();
   }
-
-  ks::LowerPart<T> lower() const { return {stats.n, ptr, ind, val, diag, reversed, perm}; }
+  ks::LowerPart<T> lower(const Part<T>& p) const { return {stats.n, p.ptr, p.ind, p.val, p.diag, reversed, p.perm}; }
   ks::Schedule schedule() const { return {control->tickets, &control->status}; }
+  /// New values for `p` from the caller's `values`; a zero on a non-unit diagonal goes to control->zero_row.
+  void gather(const T* values, const Part<T>& p, cudaStream_t stream) {
+    ks::gather_values(stats.n, m, values, p.src, p.diag_src, unit, reversed, p.perm, p.val, p.diag,
+                      &control->zero_row, stream);
+  }
 
   /// Synchronizes `stream` and returns the control words; where levels >= 0, also the level pointers into
   /// level_ptr_host, in the same copy (the analysis lays level_ptr out right behind the control words).
@@ -279,24 +303,14 @@ struct SptrsvPlan<T>::Impl {
                                std::to_string(zero_row) + " of a non-unit triangle");
   }
 
-  void analyse(const DeviceTriangle<T>& a, const SptrsvOptions& options, cudaStream_t stream);
-  void build_level_pack(std::int32_t* work, void* temp, std::size_t temp_bytes, cudaStream_t stream);
-  bool build_cluster(int nlev, double entries_per_row, int* row_level, std::int32_t* counts, std::int32_t* cursor,
-                     cudaStream_t stream);
-  void build_levr_pieces(void* temp, std::size_t temp_bytes, cudaStream_t stream);
-  void reset_scratch(cudaStream_t stream);
-  void allocate_multi_rhs(cudaStream_t stream);
-  bool fused_beats(double levr_us, cudaStream_t stream);
-  void solve_pass(const ks::RhsPass<T>& rhs, int w, cudaStream_t stream);
-  double time_pass(const T* b, T* x, int w, TimingEvents& events, cudaStream_t stream);
-  void measure(const DeviceTriangle<T>& a, const SptrsvOptions& options, double analysis_ms, cudaStream_t stream);
-  void throw_if_stalled(cudaStream_t stream, const char* what);
-  void check_status(cudaStream_t stream);            // check() for this plan's words
-  void update(const T* values, cudaStream_t stream);  // update_values() for this plan's copies
+ private:
+  Slab memory_;              // the control words, level sets, work arrays and the part(s) in index order
+  Slab level_order_memory_;  // the level-ordered part
+  std::optional<Part<T>> level_order_;
 };
 
 template <typename T>
-void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOptions& options, cudaStream_t stream) {
+void Analysis<T>::analyse(const DeviceTriangle<T>& a, const SptrsvOptions& options, cudaStream_t stream) {
   const index_t n = a.n;
   if (n < 0) throw InvalidInput("sparse triangular solve: n = " + std::to_string(n) + " is negative");
   if (n == INT_MAX)  // the scans run over n + 1 items
@@ -313,35 +327,23 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
   unit = a.diagonal == DiagonalKind::unit;
   stats.n = n;
   const bool csr = a.format == SparseFormat::csr;
-  algorithm = options.algorithm;
+  const SptrsvAlgorithm algorithm = options.algorithm;
   const bool automatic = algorithm == SptrsvAlgorithm::automatic;
-  several_rhs = options.several_rhs;
-  // What runs where cluster's layout does not fit: fused_level for the named cluster, the rule's next
-  // candidate for auto.
-  SptrsvAlgorithm without_cluster = SptrsvAlgorithm::fused_level;
-  SptrsvAlgorithm multi_without_cluster = SptrsvAlgorithm::fused_level;
 
-  // Everything the analysis and the solves can need, in one allocation. auto may end with levr or fused;
-  // both run on CSR.
+  // The analysis' arrays in one allocation. auto's candidates run on CSR.
   const bool want_csr = automatic || needs_csr(algorithm);
   const bool transposed = want_csr != csr;
   const bool levels_needed = needs_levels(algorithm);
   const bool leveled = automatic || levels_needed;
-  // cluster falls back to fused_level where its layout does not fit.
-  const bool chunked = automatic || chunked_solve(algorithm) || algorithm == SptrsvAlgorithm::cluster;
-  const bool flagged = algorithm == SptrsvAlgorithm::slfr || algorithm == SptrsvAlgorithm::slfc ||
-                       algorithm == SptrsvAlgorithm::syncfree;
-  const bool columns = algorithm == SptrsvAlgorithm::slfc || algorithm == SptrsvAlgorithm::syncfree;
-  const index_t nchunks = (n + ks::kWarpSize - 1) / ks::kWarpSize;
+  const index_t nchunks = (n + ks::kWarpSize - 1) / ks::kWarpSize;  // the chunked kernels' work items
   const std::size_t nnz = std::size_t(input_nnz), n1 = std::size_t(n) + 1;
-  std::size_t temp_bytes = std::max(ks::scan_temp_bytes(n), ks::scan_temp_bytes(nchunks));
+  temp_bytes = std::max(ks::scan_temp_bytes(n), ks::scan_temp_bytes(nchunks));
   if (transposed) temp_bytes = std::max(temp_bytes, ks::sort_temp_bytes(input_nnz, ks::key_bits(n)));
   if (leveled) temp_bytes = std::max(temp_bytes, ks::sort_temp_bytes(n, ks::key_bits(n)));
 
   Slab layout;
   // The level pointers right behind the control words: read_control brings both back in one copy.
   const auto o_control = layout.add<Control>(1), o_level_ptr = layout.add<std::int32_t>(leveled ? n1 : 0);
-  const auto o_passes = layout.add<ks::RhsPass<T>>(2);  // where levr's second graphs read their pass
   const auto o_temp = layout.add<char>(temp_bytes);
   const auto o_count = layout.add<std::int32_t>(n1);
   const auto o_diag = layout.add<T>(n), o_diag_src = layout.add<std::int32_t>(n);
@@ -357,39 +359,30 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
              o_order_in = layout.add<std::int32_t>(tn), o_order_out = layout.add<std::int32_t>(tn),
              o_keys_out = layout.add<index_t>(tn);
   const auto o_jlev = layout.add<std::int32_t>(leveled ? n : 0);
-  const auto o_flag = layout.add<int>(flagged ? n : 0), o_gdeg = layout.add<std::int32_t>(columns ? n : 0),
-             o_ldeg = layout.add<std::int32_t>(algorithm == SptrsvAlgorithm::syncfree ? n : 0),
-             o_left = layout.add<T>(columns ? n : 0);
-  const std::size_t cn = chunked ? std::size_t(nchunks) + 1 : 0;
-  const auto o_items = layout.add<std::int32_t>(chunked ? n1 : 0), o_per_chunk = layout.add<std::int32_t>(cn),
-             o_chunk_base = layout.add<std::int32_t>(cn),
-             o_y0 = layout.add<T>(chunked || algorithm == SptrsvAlgorithm::level_block ? n : 0),
-             o_y1 = layout.add<T>(chunked ? n : 0);
-  common = std::move(layout);
-  common.allocate(stream);
-  control = common.at<Control>(o_control);
-  for (int w = 0; w < 2; ++w) levr_graph[w].set_pass_storage(common.at<ks::RhsPass<T>>(o_passes) + w);
-  void* temp = common.at<char>(o_temp);
-  std::int32_t* count = common.at<std::int32_t>(o_count);
-  diag = common.at<T>(o_diag);
-  diag_src = common.at<std::int32_t>(o_diag_src);
-  std::int32_t* a_ptr = common.at<std::int32_t>(o_ptr);
-  index_t* a_ind = common.at<index_t>(o_ind);
-  T* a_val = common.at<T>(o_val);
-  std::int32_t* a_src = common.at<std::int32_t>(o_src);
-  int* level = common.at<int>(o_level);
-  int* work = common.at<int>(o_work);
-  int* work2 = common.at<int>(o_work2);
+  memory_ = std::move(layout);
+  memory_.allocate(stream);
+  control = memory_.at<Control>(o_control);
+  temp = memory_.at<char>(o_temp);
+  std::int32_t* count = memory_.at<std::int32_t>(o_count);
+  index.diag = memory_.at<T>(o_diag);
+  index.diag_src = memory_.at<std::int32_t>(o_diag_src);
+  std::int32_t* a_ptr = memory_.at<std::int32_t>(o_ptr);
+  index_t* a_ind = memory_.at<index_t>(o_ind);
+  T* a_val = memory_.at<T>(o_val);
+  std::int32_t* a_src = memory_.at<std::int32_t>(o_src);
+  if (leveled) level = memory_.at<int>(o_level);
+  work = memory_.at<int>(o_work);
+  work2 = memory_.at<int>(o_work2);
 
   // Validation, the diagonal, the internal lower form in the input's orientation.
   Control init = fresh_control(spin_limit);
   SPADE_CUDA_CHECK(cudaMemcpyAsync(control, &init, sizeof(Control), cudaMemcpyHostToDevice, stream));
   const ks::InputTriangle<T> in{n, input_nnz, a.ptr, a.ind, a.values, csr, !reversed, unit};
   // The level array is cleared by the inspection, and the most entries in a row taken there for CSR.
-  ks::inspect_triangle(in, count, diag, diag_src, &control->bad, &control->zero_row,
-                       csr ? &control->max_count : nullptr, leveled ? level : nullptr, stream);
+  ks::inspect_triangle(in, count, index.diag, index.diag_src, &control->bad, &control->zero_row,
+                       csr ? &control->max_count : nullptr, level, stream);
   ks::exclusive_scan(n, count, a_ptr, temp, temp_bytes, stream);
-  ks::scatter_same_orientation(in, a_ptr, diag_src, a_ind, a_val, a_src, &control->m, stream);
+  ks::scatter_same_orientation(in, a_ptr, index.diag_src, a_ind, a_val, a_src, &control->m, stream);
   // In-degrees (off-diagonal entries per row): the counts of a CSR input, a histogram of a CSC one (over
   // the m entries kept, m read on the device).
   std::int32_t* indeg = count;
@@ -400,7 +393,6 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     ks::count_max(n, indeg, &control->max_count, stream);
   }
 
-  Control c{};
   auto check_input = [&](const Control& got) {
     if (got.bad != ~0ull) {
       const long long segment = static_cast<long long>(got.bad >> 8);
@@ -410,12 +402,11 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     }
     throw_if_singular(got.zero_row);
   };
-  int nlev = -1;  // the level count, once read back
   if (transposed || (levels_needed && !csr)) {
     // The transposition needs m; the CSC level kernel waits on in-degree counters: run it on validated
     // input only. The CSR level kernel does nothing where the input was found bad, so it does not wait
     // here: the input is checked when the level count comes back.
-    c = read_control(stream);
+    const Control c = read_control(stream);
     check_input(c);
     m = c.m;
   }
@@ -428,228 +419,686 @@ void SptrsvPlan<T>::Impl::analyse(const DeviceTriangle<T>& a, const SptrsvOption
     }
   }
 
-  // The layout the algorithm runs on.
+  // The form the algorithms run on.
   if (transposed) {
-    ptr = common.at<std::int32_t>(o_tptr);
-    ind = common.at<index_t>(o_tind);
-    val = common.at<T>(o_tval);
-    src = common.at<std::int32_t>(o_tsrc);
-    const ks::TransposeWork tw{common.at<std::int32_t>(o_tcount), common.at<index_t>(o_outer),
-                               common.at<std::int32_t>(o_order_in), common.at<std::int32_t>(o_order_out),
-                               common.at<index_t>(o_keys_out), temp, temp_bytes};
-    ks::transpose_lower(n, m, a_ptr, a_ind, a_val, a_src, ptr, ind, val, src, tw, stream);
+    index.ptr = memory_.at<std::int32_t>(o_tptr);
+    index.ind = memory_.at<index_t>(o_tind);
+    index.val = memory_.at<T>(o_tval);
+    index.src = memory_.at<std::int32_t>(o_tsrc);
+    const ks::TransposeWork tw{memory_.at<std::int32_t>(o_tcount), memory_.at<index_t>(o_outer),
+                               memory_.at<std::int32_t>(o_order_in), memory_.at<std::int32_t>(o_order_out),
+                               memory_.at<index_t>(o_keys_out), temp, temp_bytes};
+    ks::transpose_lower(n, m, a_ptr, a_ind, a_val, a_src, index.ptr, index.ind, index.val, index.src, tw, stream);
   } else {
-    ptr = a_ptr;
-    ind = a_ind;
-    val = a_val;
-    src = a_src;
+    index.ptr = a_ptr;
+    index.ind = a_ind;
+    index.val = a_val;
+    index.src = a_src;
   }
+  int nlev = -1;  // the level count, once read back
   if (leveled) {
-    if (automatic) ks::levels_csr(n, ptr, ind, level, &control->max_level, &control->bad, schedule(), stream);
+    if (automatic)
+      ks::levels_csr(n, index.ptr, index.ind, level, &control->max_level, &control->bad, schedule(), stream);
     // The level count, and the input check where it did not come first.
-    c = read_control(stream);
+    const Control c = read_control(stream);
     check_input(c);
     m = c.m;
     nlev = c.max_level;
+    jlev = memory_.at<std::int32_t>(o_jlev);
+    level_ptr = memory_.at<std::int32_t>(o_level_ptr);
+    ks::level_sets(n, &control->max_level, nlev, level, jlev, level_ptr, memory_.at<std::int32_t>(o_lev_order),
+                   memory_.at<int>(o_lev_keys), temp, temp_bytes, stream);
   }
-  bool levels_copied = false;  // level_ptr_host holds the level pointers
-  if (automatic) {
-    // The rule reads the widest level: the level sets first, their pointers back to the host.
-    jlev = common.at<std::int32_t>(o_jlev);
-    level_ptr = common.at<std::int32_t>(o_level_ptr);
-    ks::level_sets(n, &control->max_level, nlev, level, jlev, level_ptr, common.at<std::int32_t>(o_lev_order),
-                   common.at<int>(o_lev_keys), temp, temp_bytes, stream);
-    read_control(stream, nlev);
-    levels_copied = true;
-    SptrsvShape shape;
-    shape.n = n;
-    shape.off_diagonal_nnz = m;
-    shape.levels = nlev;
-    shape.max_nnz_per_row = c.max_count;
-    for (int l = 0; l < nlev; ++l)
-      shape.max_rows_per_level = std::max(shape.max_rows_per_level, level_ptr_host[l + 1] - level_ptr_host[l]);
-    choice = sptrsv_auto_rule(shape, SptrsvDeviceModel::current());
-    algorithm = choice.one;
-    multi_algorithm = choice.several;
-    without_cluster = choice.one_fallback;
-    multi_without_cluster = choice.several_fallback;
-  }
-  if (multi_algorithm == SptrsvAlgorithm::automatic) multi_algorithm = algorithm;
-  const bool level_sets = needs_levels(algorithm) || needs_levels(multi_algorithm);
-  if (level_sets && !automatic) {
-    jlev = common.at<std::int32_t>(o_jlev);
-    level_ptr = common.at<std::int32_t>(o_level_ptr);
-    ks::level_sets(n, &control->max_level, nlev, level, jlev, level_ptr,
-                   common.at<std::int32_t>(o_lev_order), common.at<int>(o_lev_keys), temp, temp_bytes, stream);
-  }
-  if (level_ordered(algorithm) || level_ordered(multi_algorithm)) {
-    // Rows renumbered in level order (P L P^T, lower triangular again): the chunks and the tickets of the
-    // fused kernel then follow the levels instead of the index order, and a level of level_block is a
-    // contiguous range of rows and of entries. A second copy of the part, in its
-    // own allocation (auto allocates it only when it takes level_block or cluster); the row counts and the inverse
-    // numbering go in the analysis' work arrays, free once the levels are known.
-    Slab copy;
-    const std::size_t pnnz = std::size_t(m);
-    const auto o_pptr = copy.add<std::int32_t>(n1), o_pdiag = copy.add<T>(n),
-               o_pdiag_src = copy.add<std::int32_t>(n), o_pind = copy.add<index_t>(pnnz),
-               o_pval = copy.add<T>(pnnz), o_psrc = copy.add<std::int32_t>(pnnz);
-    level_order = std::move(copy);
-    level_order.allocate(stream);
-    std::int32_t* pptr = level_order.at<std::int32_t>(o_pptr);
-    std::int32_t* pcount = work;
-    std::int32_t* inv = work2;
-    T* pdiag = level_order.at<T>(o_pdiag);
-    std::int32_t* pdiag_src = level_order.at<std::int32_t>(o_pdiag_src);
-    index_t* pind = level_order.at<index_t>(o_pind);
-    T* pval = level_order.at<T>(o_pval);
-    std::int32_t* psrc = level_order.at<std::int32_t>(o_psrc);
-    ks::perm_count(n, ptr, jlev, diag, diag_src, inv, pcount, pdiag, pdiag_src, stream);
-    ks::exclusive_scan(n, pcount, pptr, temp, temp_bytes, stream);
-    ks::perm_fill(n, ptr, ind, val, src, jlev, inv, pptr, pind, pval, psrc, stream);
-    ptr = pptr;
-    ind = pind;
-    val = pval;
-    src = psrc;
-    diag = pdiag;
-    diag_src = pdiag_src;
-    perm = jlev;
-  }
-  if (algorithm == SptrsvAlgorithm::cluster || multi_algorithm == SptrsvAlgorithm::cluster) {
-    // The level array is free once the level sets exist; so are the work arrays after the renumbering.
-    // Where the layout does not fit, cluster gives way to fused_level (auto: to what it would run without
-    // cluster).
-    const double entries_per_row = n > 0 ? double(m) / n : 0;  // below the diagonal, as stats.nnz_per_row
-    if (!build_cluster(nlev, entries_per_row, level, work, work2, stream)) {
-      if (algorithm == SptrsvAlgorithm::cluster) algorithm = without_cluster;
-      if (multi_algorithm == SptrsvAlgorithm::cluster) multi_algorithm = multi_without_cluster;
-    } else if (automatic && !ks::cluster_one_pass(cluster, entries_per_row)) {
-      algorithm = without_cluster;
-    }
-  }
-  if (algorithm == SptrsvAlgorithm::levr || multi_algorithm == SptrsvAlgorithm::levr) {
-    if (c.max_count > ks::kLevrPiece)
-      build_levr_pieces(temp, temp_bytes, stream);
-    else
-      levr_items.jlev = perm != nullptr ? nullptr : jlev;  // the rows themselves, in the part's order
-    levr_items.longest = std::min(c.max_count, ks::kLevrPiece);
-  }
-  if (flagged) {
-    flag = common.at<int>(o_flag);
-    SPADE_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int) * std::max(n, 1), stream));
-  }
-  if (columns) {
-    global_deg = common.at<std::int32_t>(o_gdeg);
-    left_sum[0] = common.at<T>(o_left);
-    SPADE_CUDA_CHECK(cudaMemsetAsync(left_sum[0], 0, sizeof(T) * std::max(n, 1), stream));
-    if (algorithm == SptrsvAlgorithm::syncfree) {
-      local_deg = common.at<std::int32_t>(o_ldeg);
-      SPADE_CUDA_CHECK(cudaMemsetAsync(global_deg, 0, sizeof(std::int32_t) * std::max(n, 1), stream));
-      SPADE_CUDA_CHECK(cudaMemsetAsync(local_deg, 0, sizeof(std::int32_t) * std::max(n, 1), stream));
-      ks::split_in_degree(n, ptr, ind, global_deg, local_deg, stream);
-    } else {
-      SPADE_CUDA_CHECK(cudaMemcpyAsync(global_deg, indeg, sizeof(std::int32_t) * n, cudaMemcpyDeviceToDevice, stream));
-    }
-  }
-  if (chunked_solve(algorithm) || choice.try_fused) {
-    items = common.at<std::int32_t>(o_items);
-    const double threshold = algorithm == SptrsvAlgorithm::thread ? 1e300 : options.fusion_threshold;
-    ks::fused_items(n, ptr, threshold, items, &control->nitems, common.at<std::int32_t>(o_per_chunk),
-                    common.at<std::int32_t>(o_chunk_base), temp, temp_bytes, stream);
-    y[0][0] = common.at<T>(o_y0);
-    y[0][1] = common.at<T>(o_y1);
-    ks::fill_sentinel<T>(n, y[0][0], stream);
-    ks::fill_sentinel<T>(n, y[0][1], stream);
-  }
-  if (algorithm == SptrsvAlgorithm::level_block) y[0][0] = common.at<T>(o_y0);
-  // The level pointers come back with the control words (each level's first piece just before).
-  if (level_piece_ptr != nullptr) {
-    level_piece_ptr_host.resize(std::size_t(nlev) + 1);
-    SPADE_CUDA_CHECK(cudaMemcpyAsync(level_piece_ptr_host.data(), level_piece_ptr,
-                                     sizeof(std::int32_t) * level_piece_ptr_host.size(), cudaMemcpyDeviceToHost,
-                                     stream));
-  }
-  if (several_rhs) allocate_multi_rhs(stream);
-  if (last_solve == nullptr) SPADE_CUDA_CHECK(cudaEventCreateWithFlags(&last_solve, cudaEventDisableTiming));
-  c = read_control(stream, level_sets && !levels_copied ? nlev : -1);
+  // The results, with the level pointers.
+  const Control c = read_control(stream, nlev);
   check_input(c);
   if (c.status.code != kernels::kStatusOk)
     throw NumericalError(NumericalError::Kind::no_progress, c.status.index,
                          "sparse triangular solve: the level analysis stopped waiting at unknown " +
                              std::to_string(c.status.index));
   m = c.m;
-  nitems = c.nitems;
   stats.off_diagonal_nnz = m;
   stats.nnz_per_row = n > 0 ? double(m) / n : 0;
   stats.max_nnz_per_row = c.max_count;
-  max_degree = std::max(1, stats.max_nnz_per_row);
-  if (needs_levels(algorithm) || automatic) {
+  if (leveled) {
     stats.levels = c.max_level;
     stats.rows_per_level = c.max_level > 0 ? double(n) / c.max_level : 0;
-  }
-  if (level_sets)
     for (int l = 0; l < stats.levels; ++l)
       stats.max_rows_per_level = std::max(stats.max_rows_per_level, level_ptr_host[l + 1] - level_ptr_host[l]);
-  if (algorithm == SptrsvAlgorithm::level_block || multi_algorithm == SptrsvAlgorithm::level_block)
-    build_level_pack(work, temp, temp_bytes, stream);
-  if (choice.try_fused && n > 0 && fused_beats(choice.levr_us, stream)) algorithm = SptrsvAlgorithm::fused;
+  }
 }
 
 template <typename T>
-bool SptrsvPlan<T>::Impl::fused_beats(double levr_us, cudaStream_t stream) {
+const Part<T>& Analysis<T>::level_ordered(cudaStream_t stream) {
+  // The chunks and the tickets of the fused kernel then follow the levels instead of the index order, and
+  // a level of level_block or cluster is a contiguous range of rows and of entries. The row counts and the
+  // inverse numbering go in the work arrays.
+  if (level_order_) return *level_order_;
+  const index_t n = stats.n;
+  const std::size_t n1 = std::size_t(n) + 1, pnnz = std::size_t(m);
+  Slab copy;
+  const auto o_pptr = copy.add<std::int32_t>(n1), o_pdiag = copy.add<T>(n), o_pdiag_src = copy.add<std::int32_t>(n),
+             o_pind = copy.add<index_t>(pnnz), o_pval = copy.add<T>(pnnz), o_psrc = copy.add<std::int32_t>(pnnz);
+  level_order_memory_ = std::move(copy);
+  level_order_memory_.allocate(stream);
+  Part<T> p;
+  p.ptr = level_order_memory_.at<std::int32_t>(o_pptr);
+  p.ind = level_order_memory_.at<index_t>(o_pind);
+  p.val = level_order_memory_.at<T>(o_pval);
+  p.src = level_order_memory_.at<std::int32_t>(o_psrc);
+  p.diag = level_order_memory_.at<T>(o_pdiag);
+  p.diag_src = level_order_memory_.at<std::int32_t>(o_pdiag_src);
+  p.perm = jlev;
+  std::int32_t* pcount = work;
+  std::int32_t* inv = work2;
+  ks::perm_count(n, index.ptr, jlev, index.diag, index.diag_src, inv, pcount, p.diag, p.diag_src, stream);
+  ks::exclusive_scan(n, pcount, p.ptr, temp, temp_bytes, stream);
+  ks::perm_fill(n, index.ptr, index.ind, index.val, index.src, jlev, inv, p.ptr, p.ind, p.val, p.src, stream);
+  level_order_ = p;
+  return *level_order_;
+}
+
+// ---- one state per algorithm family, each built on the analysis ----
+
+/// What every algorithm's state holds: the part it solves (`L`, in level order where L.perm is set) and its
+/// device memory, which starts with the words of its solves (check() reads them).
+template <typename T>
+struct StateBase {
+  ks::LowerPart<T> L{};
+  SolveWords* words = nullptr;
+  Slab memory;
+
+  ks::Schedule schedule() const { return {words->tickets, &words->status}; }
+  /// Allocates `layout` (the words at o_words) as this state's memory and writes fresh words.
+  void take(Slab&& layout, std::size_t o_words, long long spin_limit, cudaStream_t stream) {
+    memory = std::move(layout);
+    memory.allocate(stream);
+    words = memory.at<SolveWords>(o_words);
+    reset(spin_limit, stream);
+  }
+  /// check(), after a spin-wait gave up: fresh words (the states with scratch restore it too).
+  void reset(long long spin_limit, cudaStream_t stream) {
+    const SolveWords init = fresh_words(spin_limit);
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(words, &init, sizeof(init), cudaMemcpyHostToDevice, stream));
+  }
+  /// update_values(), after the values of L changed (level_block packs them again).
+  void refresh(cudaStream_t) {}
+};
+
+/// levr (Li 2017): a launch per level on CSR, recorded as CUDA graphs (one per pass width) at the first
+/// solve and replayed; rows of more than kLevrPiece entries split into pieces.
+template <typename T>
+struct Levr : StateBase<T> {
+  ks::LevrItems<T> items{};
+  int nlev = 0;
+  const std::int32_t* level_ptr_host = nullptr;  // the levels' first rows (or pieces) among items
+  std::vector<std::int32_t> piece_ptr_host;      // each level's first piece, where rows are split
+  T* y = nullptr;                                // passes of several: n * kRhsPerPass (null without)
+  ks::LevrGraph<T> graph[2];                     // one right-hand side, passes of several
+
+  /// part: the analysis' part in index order, or in level order (auto, where its other pick runs there).
+  Levr(Analysis<T>& a, const Part<T>& part, bool several, cudaStream_t stream) {
+    const SyncOnThrow guard(stream);
+    const index_t n = a.stats.n;
+    this->L = a.lower(part);
+    nlev = a.stats.levels;
+    // The pieces (some row has more than kLevrPiece entries): at most n + m / kLevrPiece of them, and
+    // m / kLevrPiece slots of split rows (each split row has at least one piece beyond its first).
+    const bool split = a.stats.max_nnz_per_row > ks::kLevrPiece;
+    const std::size_t n1 = std::size_t(n) + 1, slots = split ? std::size_t(a.m) / ks::kLevrPiece + 1 : 0;
+    Slab layout;
+    const auto o_words = layout.add<SolveWords>(1), o_passes = layout.add<ks::RhsPass<T>>(2),
+               o_y = layout.add<T>(several ? std::size_t(std::max(n, 1)) * ks::kRhsPerPass : 0);
+    const auto o_count = layout.add<std::int32_t>(split ? n1 : 0),
+               o_piece_ptr = layout.add<std::int32_t>(split ? n1 : 0),
+               o_level = layout.add<std::int32_t>(split ? n1 : 0),
+               o_piece = layout.add<ks::LevrPiece>(split ? std::size_t(n) + slots : 0),
+               o_partial = layout.add<T>(slots * ks::kRhsPerPass), o_arrived = layout.add<int>(slots);
+    this->take(std::move(layout), o_words, a.spin_limit, stream);
+    const Slab& mem = this->memory;
+    // Where the second graphs read their pass.
+    for (int w = 0; w < 2; ++w) graph[w].set_pass_storage(mem.at<ks::RhsPass<T>>(o_passes) + w);
+    if (several) y = mem.at<T>(o_y);
+    // In level order a level's positions are its rows themselves.
+    const std::int32_t* jlev = part.perm != nullptr ? nullptr : a.jlev;
+    if (split) {
+      T* partial = mem.at<T>(o_partial);
+      int* arrived = mem.at<int>(o_arrived);
+      SPADE_CUDA_CHECK(cudaMemsetAsync(partial, 0, sizeof(T) * slots * ks::kRhsPerPass, stream));
+      SPADE_CUDA_CHECK(cudaMemsetAsync(arrived, 0, sizeof(int) * slots, stream));
+      ks::LevrPiece* piece = mem.at<ks::LevrPiece>(o_piece);
+      std::int32_t* level_piece_ptr = mem.at<std::int32_t>(o_level);
+      ks::levr_pieces(n, part.ptr, jlev, a.level_ptr, &a.control->max_level, mem.at<std::int32_t>(o_count),
+                      mem.at<std::int32_t>(o_piece_ptr), piece, level_piece_ptr, a.temp, a.temp_bytes, stream);
+      items = {nullptr, piece, partial, arrived};
+      piece_ptr_host.resize(std::size_t(nlev) + 1);
+      SPADE_CUDA_CHECK(cudaMemcpyAsync(piece_ptr_host.data(), level_piece_ptr,
+                                       sizeof(std::int32_t) * piece_ptr_host.size(), cudaMemcpyDeviceToHost, stream));
+      SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+      level_ptr_host = piece_ptr_host.data();
+    } else {
+      items.jlev = jlev;
+      level_ptr_host = a.level_ptr_host.data();
+    }
+    items.longest = std::min<int>(a.stats.max_nnz_per_row, ks::kLevrPiece);
+  }
+  SptrsvAlgorithm algorithm() const { return SptrsvAlgorithm::levr; }
+  void solve(const ks::RhsPass<T>& rhs, int w, cudaStream_t stream) {
+    graph[w].solve(this->L, items, level_ptr_host, nlev, rhs, y, stream);
+  }
+};
+
+/// levc (Li 2017): a launch per level on CSC, atomic updates.
+template <typename T>
+struct Levc : StateBase<T> {
+  const std::int32_t* jlev = nullptr;
+  const std::int32_t* level_ptr_host = nullptr;
+  int nlev = 0;
+
+  Levc(Analysis<T>& a, cudaStream_t stream) {
+    const SyncOnThrow guard(stream);
+    this->L = a.lower(a.index);
+    jlev = a.jlev;
+    level_ptr_host = a.level_ptr_host.data();
+    nlev = a.stats.levels;
+    Slab layout;
+    const auto o_words = layout.add<SolveWords>(1);
+    this->take(std::move(layout), o_words, a.spin_limit, stream);
+  }
+  SptrsvAlgorithm algorithm() const { return SptrsvAlgorithm::levc; }
+  void solve(const ks::RhsPass<T>& rhs, int, cudaStream_t stream) {
+    ks::solve_levc(this->L, jlev, level_ptr_host, nlev, rhs, stream);
+  }
+};
+
+/// slfr, slfc (Li 2017) and syncfree (Liu et al. 2016): self-scheduled warps that wait on ready flags
+/// (slfr, CSR) or in-degree counters (slfc, syncfree, CSC); a solve's flags and counters count up to its
+/// epoch, so that no solve clears them.
+template <typename T>
+struct SelfScheduled : StateBase<T> {
+  SptrsvAlgorithm kind = SptrsvAlgorithm::slfr;
+  const std::int32_t* jlev = nullptr;  // slfr, slfc: the level order; syncfree: null (index order)
+  int* flag = nullptr;                 // n: slfr's ready flags, the counters of slfc and syncfree
+  std::int32_t* global_deg = nullptr;  // slfc, syncfree: updates through global memory per unknown
+  std::int32_t* local_deg = nullptr;   // syncfree: updates through the thread block's scratchpad
+  T* left_sum[2] = {nullptr, nullptr};  // slfc, syncfree: R = 1, R = kRhsPerPass (null without several)
+  int epoch = 0;
+  int max_degree = 1;
+
+  SelfScheduled(Analysis<T>& a, SptrsvAlgorithm algorithm, bool several, cudaStream_t stream) : kind(algorithm) {
+    const SyncOnThrow guard(stream);
+    const index_t n = a.stats.n;
+    this->L = a.lower(a.index);
+    const bool columns = kind != SptrsvAlgorithm::slfr, syncfree = kind == SptrsvAlgorithm::syncfree;
+    if (!syncfree) jlev = a.jlev;
+    const std::size_t n0 = std::size_t(std::max(n, 1)), count8 = n0 * ks::kRhsPerPass;
+    Slab layout;
+    const auto o_words = layout.add<SolveWords>(1), o_flag = layout.add<int>(n),
+               o_gdeg = layout.add<std::int32_t>(columns ? n : 0),
+               o_ldeg = layout.add<std::int32_t>(syncfree ? n : 0), o_left = layout.add<T>(columns ? n : 0),
+               o_left8 = layout.add<T>(columns && several ? count8 : 0);
+    this->take(std::move(layout), o_words, a.spin_limit, stream);
+    const Slab& mem = this->memory;
+    flag = mem.at<int>(o_flag);
+    SPADE_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int) * n0, stream));
+    if (columns) {
+      global_deg = mem.at<std::int32_t>(o_gdeg);
+      left_sum[0] = mem.at<T>(o_left);
+      SPADE_CUDA_CHECK(cudaMemsetAsync(left_sum[0], 0, sizeof(T) * n0, stream));
+      if (several) {
+        left_sum[1] = mem.at<T>(o_left8);
+        SPADE_CUDA_CHECK(cudaMemsetAsync(left_sum[1], 0, sizeof(T) * count8, stream));
+      }
+      SPADE_CUDA_CHECK(cudaMemsetAsync(global_deg, 0, sizeof(std::int32_t) * n0, stream));
+      if (syncfree) {
+        local_deg = mem.at<std::int32_t>(o_ldeg);
+        SPADE_CUDA_CHECK(cudaMemsetAsync(local_deg, 0, sizeof(std::int32_t) * n0, stream));
+        ks::split_in_degree(n, this->L.ptr, this->L.ind, global_deg, local_deg, stream);
+      } else {
+        // The in-degrees: the off-diagonal entries of each row, the row indices of the CSC part.
+        ks::histogram(a.m, this->L.ind, global_deg, stream);
+      }
+    }
+    max_degree = std::max(1, a.stats.max_nnz_per_row);
+  }
+  SptrsvAlgorithm algorithm() const { return kind; }
+  void solve(const ks::RhsPass<T>& rhs, int w, cudaStream_t stream) {
+    // flag == epoch (slfr) or counter == epoch * degree: restart from zero before an int overflows.
+    if (epoch >= INT_MAX / max_degree - 1) {
+      SPADE_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int) * this->L.n, stream));
+      epoch = 0;
+    }
+    ++epoch;
+    if (kind == SptrsvAlgorithm::slfr)
+      ks::solve_slfr(this->L, jlev, flag, epoch, rhs, this->schedule(), stream);
+    else
+      ks::solve_columns(this->L, jlev, global_deg, local_deg, flag, epoch, left_sum[w], rhs, this->schedule(),
+                        stream);
+  }
+  void reset(long long spin_limit, cudaStream_t stream) {
+    StateBase<T>::reset(spin_limit, stream);
+    const std::size_t n0 = std::size_t(std::max(this->L.n, 1));
+    SPADE_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int) * n0, stream));
+    for (int w = 0; w < 2; ++w)
+      if (left_sum[w] != nullptr)
+        SPADE_CUDA_CHECK(cudaMemsetAsync(left_sum[w], 0, sizeof(T) * n0 * (w == 0 ? 1 : ks::kRhsPerPass), stream));
+    epoch = 0;
+  }
+};
+
+/// thread, fused (YuenyeungSpTRSV 2021) and fused_level (fused on the level-ordered part): work items of
+/// 32-row chunks or single rows, taken by tickets; each pass width has two solution buffers used in turn,
+/// the one a launch does not solve into reset to sentinels for the next.
+template <typename T>
+struct Chunked : StateBase<T> {
+  SptrsvAlgorithm kind = SptrsvAlgorithm::fused;
+  std::int32_t* items = nullptr;  // n + 1
+  int nitems = 0;
+  T* y[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};  // [one, several][buffer] (several: null without)
+  int parity[2] = {0, 0};                                 // the buffer the next pass of each width solves into
+
+  /// part: index order for thread and fused, level order for fused_level. Synchronizes `stream` (the
+  /// count of work items).
+  Chunked(Analysis<T>& a, SptrsvAlgorithm algorithm, const Part<T>& part, double fusion_threshold, bool several,
+          cudaStream_t stream)
+      : kind(algorithm) {
+    const SyncOnThrow guard(stream);
+    const index_t n = a.stats.n;
+    this->L = a.lower(part);
+    const index_t nchunks = (n + ks::kWarpSize - 1) / ks::kWarpSize;
+    const std::size_t cn = std::size_t(nchunks) + 1, count8 = std::size_t(std::max(n, 1)) * ks::kRhsPerPass;
+    Slab layout;
+    const auto o_words = layout.add<SolveWords>(1), o_items = layout.add<std::int32_t>(std::size_t(n) + 1),
+               o_per_chunk = layout.add<std::int32_t>(cn), o_chunk_base = layout.add<std::int32_t>(cn),
+               o_y0 = layout.add<T>(n), o_y1 = layout.add<T>(n), o_y8_0 = layout.add<T>(several ? count8 : 0),
+               o_y8_1 = layout.add<T>(several ? count8 : 0);
+    this->take(std::move(layout), o_words, a.spin_limit, stream);
+    const Slab& mem = this->memory;
+    items = mem.at<std::int32_t>(o_items);
+    // thread: every chunk at thread level.
+    const double threshold = kind == SptrsvAlgorithm::thread ? 1e300 : fusion_threshold;
+    ks::fused_items(n, part.ptr, threshold, items, &a.control->nitems, mem.at<std::int32_t>(o_per_chunk),
+                    mem.at<std::int32_t>(o_chunk_base), a.temp, a.temp_bytes, stream);
+    y[0][0] = mem.at<T>(o_y0);
+    y[0][1] = mem.at<T>(o_y1);
+    ks::fill_sentinel<T>(n, y[0][0], stream);
+    ks::fill_sentinel<T>(n, y[0][1], stream);
+    if (several) {  // both start as sentinels
+      y[1][0] = mem.at<T>(o_y8_0);
+      y[1][1] = mem.at<T>(o_y8_1);
+      ks::fill_sentinel<T>(count8, y[1][0], stream);
+      ks::fill_sentinel<T>(count8, y[1][1], stream);
+    }
+    nitems = a.read_control(stream).nitems;
+  }
+  SptrsvAlgorithm algorithm() const { return kind; }
+  void solve(const ks::RhsPass<T>& rhs, int w, cudaStream_t stream) {
+    const int cur = parity[w];
+    ks::solve_fused(this->L, items, nitems, y[w][cur], y[w][1 - cur], rhs, this->schedule(), stream);
+    parity[w] = 1 - cur;
+  }
+  void reset(long long spin_limit, cudaStream_t stream) {
+    StateBase<T>::reset(spin_limit, stream);
+    const std::int64_t n0 = std::max(this->L.n, 1);
+    for (int w = 0; w < 2; ++w)
+      for (int p = 0; p < 2; ++p)
+        if (y[w][p] != nullptr) ks::fill_sentinel<T>(n0 * (w == 0 ? 1 : ks::kRhsPerPass), y[w][p], stream);
+  }
+};
+
+/// level_block: one thread block walks the levels of the level-ordered part, a barrier between levels; the
+/// levels packed one region each (kernels/sptrsv_block.cu) for its copies into shared memory.
+template <typename T>
+struct LevelBlock : StateBase<T> {
+  ks::LevelPack<T> pack{};
+  const std::int32_t* level_ptr = nullptr;  // device
+  ks::LevelDesc* desc = nullptr;            // nlev
+  std::int32_t* offsets = nullptr;          // nlev + 1: each level's first 16-byte chunk in `bytes`
+  unsigned char* bytes = nullptr;
+  T* y[2] = {nullptr, nullptr};  // scratch of one pass, one right-hand side and several (null without)
+  Slab data;                     // the packed levels
+
+  /// Synchronizes `stream` twice (the size of the packed levels). Throws InvalidInput where they exceed
+  /// 32-bit offsets.
+  LevelBlock(Analysis<T>& a, bool several, cudaStream_t stream) {
+    const SyncOnThrow guard(stream);
+    const index_t n = a.stats.n;
+    const int nlev = a.stats.levels;
+    const Part<T>& part = a.level_ordered(stream);
+    this->L = a.lower(part);
+    level_ptr = a.level_ptr;
+    // Each level in one region of 16-byte chunks: the sizes, their scan (the offsets), then the regions, in
+    // an allocation of the total.
+    Slab layout;
+    const auto o_words = layout.add<SolveWords>(1), o_desc = layout.add<ks::LevelDesc>(nlev),
+               o_offsets = layout.add<std::int32_t>(std::size_t(nlev) + 1), o_y0 = layout.add<T>(n),
+               o_y8 = layout.add<T>(several ? std::size_t(std::max(n, 1)) * ks::kRhsPerPass : 0);
+    this->take(std::move(layout), o_words, a.spin_limit, stream);
+    const Slab& mem = this->memory;
+    desc = mem.at<ks::LevelDesc>(o_desc);
+    offsets = mem.at<std::int32_t>(o_offsets);
+    y[0] = mem.at<T>(o_y0);
+    if (several) y[1] = mem.at<T>(o_y8);
+    SPADE_CUDA_CHECK(cudaMemsetAsync(&a.control->max_level_chunks, 0, sizeof(int), stream));
+    ks::level_pack_sizes<T>(nlev, level_ptr, part.ptr, desc, a.work, &a.control->max_level_chunks, stream);
+    ks::exclusive_scan(nlev, a.work, offsets, a.temp, a.temp_bytes, stream);
+    std::int32_t chunks = 0;
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(&chunks, offsets + nlev, sizeof(chunks), cudaMemcpyDeviceToHost, stream));
+    const Control c = a.read_control(stream);
+    if (c.max_level_chunks == INT_MAX || chunks < 0)
+      throw InvalidInput("sparse triangular solve (level_block): the packed levels are too large (a level of 2 GiB "
+                         "or more, or 32 GiB in all); choose another algorithm");
+    Slab packed;
+    const auto o_data = packed.add<unsigned char>(std::size_t(chunks) * 16);
+    data = std::move(packed);
+    data.allocate(stream);
+    bytes = data.at<unsigned char>(o_data);
+    // The padding is copied into shared memory with the data, never read: zero it once.
+    SPADE_CUDA_CHECK(cudaMemsetAsync(bytes, 0, std::size_t(chunks) * 16, stream));
+    ks::level_pack_fill(this->L, nlev, offsets, desc, bytes, stream);
+    pack = {n, nlev, desc, bytes, a.stats.max_rows_per_level, c.max_level_chunks * 16, a.stats.nnz_per_row};
+  }
+  SptrsvAlgorithm algorithm() const { return SptrsvAlgorithm::level_block; }
+  void solve(const ks::RhsPass<T>& rhs, int w, cudaStream_t stream) {
+    ks::solve_level_block(pack, this->L, level_ptr, y[w], rhs, stream);
+  }
+  void refresh(cudaStream_t stream) { ks::level_pack_fill(this->L, pack.nlev, offsets, desc, bytes, stream); }
+};
+
+/// cluster: each level of the level-ordered part split over the 16 thread blocks of a cluster (compute
+/// capability 9.0), solution values pushed into the shared memory of the blocks that read them.
+template <typename T>
+struct Cluster : StateBase<T> {
+  ks::ClusterLayout layout{};
+  double entries_per_row = 0;  // below the diagonal, as SptrsvStats::nnz_per_row
+  bool fits = false;           // false: the layout does not fit (or no sm_90); the state cannot solve
+
+  /// Measures the layout (synchronizing `stream` once) and, where it fits, builds it.
+  Cluster(Analysis<T>& a, cudaStream_t stream) {
+    // The shares of every level in every block and their entries, the most levels a row reads back, the
+    // ring that distance + 1 levels need; then, where the layout fits, the push codes (a histogram of the
+    // columns, its scan, a scatter).
+    const SyncOnThrow guard(stream);
+    const index_t n = a.stats.n;
+    const int nlev = a.stats.levels;
+    entries_per_row = a.stats.nnz_per_row;
+    if (cuda_device_major() < 9 || n == 0 || nlev == 0) return;
+    const std::size_t shares = std::size_t(nlev) * ks::kClusterBlocks;
+    if (shares >= std::size_t(INT_MAX)) return;
+    const Part<T>& part = a.level_ordered(stream);
+    this->L = a.lower(part);
+    Slab slab;
+    const std::size_t temp_bytes = std::max(ks::scan_temp_bytes(index_t(shares)), ks::scan_temp_bytes(n));
+    const auto o_words = slab.add<SolveWords>(1), o_temp = slab.add<char>(temp_bytes), o_rows = slab.add<int2>(shares),
+               o_count = slab.add<std::int32_t>(shares + 1), o_segment = slab.add<std::int32_t>(shares + 1),
+               o_row_slot = slab.add<std::int32_t>(n), o_push_ptr = slab.add<std::int32_t>(std::size_t(n) + 1),
+               o_push = slab.add<std::uint32_t>(std::size_t(a.m));
+    this->take(std::move(slab), o_words, a.spin_limit, stream);
+    const Slab& mem = this->memory;
+    void* temp = mem.at<char>(o_temp);
+    std::int32_t* share_count = mem.at<std::int32_t>(o_count);
+    std::int32_t* segment = mem.at<std::int32_t>(o_segment);
+    // The level array is free once the level sets exist (row_level here); so are the work arrays.
+    int* row_level = a.level;
+    SPADE_CUDA_CHECK(cudaMemsetAsync(a.control->cluster, 0, sizeof(a.control->cluster), stream));
+    int2* share_rows = mem.at<int2>(o_rows);
+    ks::cluster_shares(n, nlev, a.level_ptr, part.ptr, part.ind, row_level, share_rows, share_count,
+                       a.control->cluster, stream);
+    ks::exclusive_scan(index_t(shares), share_count, segment, temp, temp_bytes, stream);
+    ks::cluster_window(nlev, segment, a.control->cluster, stream);
+    const Control c = a.read_control(stream);
+    const int distance = c.cluster[ks::kClusterDistance], window = c.cluster[ks::kClusterWindow];
+    int ring_log2 = 0;
+    while ((1 << ring_log2) < window && ring_log2 <= ks::kClusterMaxRingLog2) ++ring_log2;
+    layout = {distance, ring_log2, c.cluster[ks::kClusterRows], nlev, a.level_ptr, segment, share_rows, nullptr,
+              nullptr, nullptr};
+    if (distance > ks::kClusterMaxDistance || ring_log2 > ks::kClusterMaxRingLog2 ||
+        !ks::cluster_fits<T>(layout, entries_per_row)) {
+      this->memory = Slab();  // nothing in flight reads it: the read above synchronized `stream`
+      layout = {};
+      return;
+    }
+    std::int32_t* counts = a.work;  // n + 1
+    std::int32_t* cursor = a.work2;
+    std::int32_t* push_ptr = mem.at<std::int32_t>(o_push_ptr);
+    SPADE_CUDA_CHECK(cudaMemsetAsync(counts, 0, sizeof(std::int32_t) * n, stream));
+    ks::histogram(a.m, part.ind, counts, stream);
+    ks::exclusive_scan(n, counts, push_ptr, temp, temp_bytes, stream);
+    SPADE_CUDA_CHECK(cudaMemsetAsync(cursor, 0, sizeof(std::int32_t) * n, stream));
+    std::int32_t* row_slot = mem.at<std::int32_t>(o_row_slot);
+    std::uint32_t* push = mem.at<std::uint32_t>(o_push);
+    layout.row_slot = row_slot;
+    layout.push_ptr = push_ptr;
+    layout.push = push;
+    ks::cluster_pushes(n, layout, row_level, part.ptr, part.ind, cursor, row_slot, push, stream);
+    fits = true;
+  }
+  SptrsvAlgorithm algorithm() const { return SptrsvAlgorithm::cluster; }
+  void solve(const ks::RhsPass<T>& rhs, int, cudaStream_t stream) {
+    ks::solve_cluster(this->L, layout, entries_per_row, rhs, &this->words->status, stream);
+  }
+};
+
+/// The state of one algorithm: its type says which algorithm a pass runs.
+template <typename T>
+using AlgorithmState = std::variant<Levr<T>, Levc<T>, SelfScheduled<T>, Chunked<T>, LevelBlock<T>, Cluster<T>>;
+
+/// The one dispatch of a pass: w = 0 one right-hand side, w = 1 kRhsPerPass of them.
+template <typename T>
+void solve_pass(AlgorithmState<T>& state, const ks::RhsPass<T>& rhs, int w, cudaStream_t stream) {
+  std::visit([&](auto& s) { s.solve(rhs, w, stream); }, state);
+}
+template <typename T>
+SptrsvAlgorithm algorithm_of(const AlgorithmState<T>& state) {
+  return std::visit([](const auto& s) { return s.algorithm(); }, state);
+}
+template <typename T>
+StateBase<T>& base_of(AlgorithmState<T>& state) {
+  return std::visit([](auto& s) -> StateBase<T>& { return s; }, state);
+}
+
+/// Builds the state of `algorithm` (never automatic) on the analysis `a`, with the scratch of passes of
+/// several right-hand sides where `several`. level_order: levr runs on the level-ordered part (auto, where
+/// its other pick runs there). Null where `algorithm` is cluster and its layout does not fit.
+template <typename T>
+std::shared_ptr<AlgorithmState<T>> make_state(Analysis<T>& a, SptrsvAlgorithm algorithm, bool level_order,
+                                              double fusion_threshold, bool several, cudaStream_t stream) {
+  using State = AlgorithmState<T>;
+  switch (algorithm) {
+    case SptrsvAlgorithm::levr:
+      return std::make_shared<State>(std::in_place_type<Levr<T>>, a, level_order ? a.level_ordered(stream) : a.index,
+                                     several, stream);
+    case SptrsvAlgorithm::levc: return std::make_shared<State>(std::in_place_type<Levc<T>>, a, stream);
+    case SptrsvAlgorithm::slfr:
+    case SptrsvAlgorithm::slfc:
+    case SptrsvAlgorithm::syncfree:
+      return std::make_shared<State>(std::in_place_type<SelfScheduled<T>>, a, algorithm, several, stream);
+    case SptrsvAlgorithm::thread:
+    case SptrsvAlgorithm::fused:
+      return std::make_shared<State>(std::in_place_type<Chunked<T>>, a, algorithm, a.index, fusion_threshold,
+                                     several, stream);
+    case SptrsvAlgorithm::fused_level:
+      return std::make_shared<State>(std::in_place_type<Chunked<T>>, a, algorithm, a.level_ordered(stream),
+                                     fusion_threshold, several, stream);
+    case SptrsvAlgorithm::level_block:
+      return std::make_shared<State>(std::in_place_type<LevelBlock<T>>, a, several, stream);
+    case SptrsvAlgorithm::cluster: {
+      auto state = std::make_shared<State>(std::in_place_type<Cluster<T>>, a, stream);
+      if (!std::get<Cluster<T>>(*state).fits) return nullptr;
+      return state;
+    }
+    case SptrsvAlgorithm::automatic: break;
+  }
+  throw InvalidInput("sparse triangular solve: no state for algorithm " + std::string(to_string(algorithm)));
+}
+
+}  // namespace
+
+template <typename T>
+struct SptrsvPlan<T>::Impl {
+  using State = AlgorithmState<T>;
+  Analysis<T> analysis;
+  bool several_rhs = true;  // SptrsvOptions::several_rhs: passes of several right-hand sides can run
+  SptrsvAutoChoice choice;  // auto: the rule's choice (trials included)
+  // The states that run the passes of one right-hand side and of several (null without several_rhs); one
+  // object where both run the same algorithm.
+  std::shared_ptr<State> one, several;
+  cudaEvent_t last_solve = nullptr;  // recorded after every solve outside a stream capture
+
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  /// Waits for this plan's last solve (not for the device) before the members free their memory.
+  ~Impl() {
+    if (last_solve == nullptr) return;
+    cudaEventSynchronize(last_solve);
+    cudaEventDestroy(last_solve);
+  }
+
+  /// The distinct states that run passes.
+  std::vector<State*> states() const {
+    std::vector<State*> out{one.get()};
+    if (several != nullptr && several != one) out.push_back(several.get());
+    return out;
+  }
+
+  void build(const DeviceTriangle<T>& a, const SptrsvOptions& options, cudaStream_t stream);
+  void choose_automatic(const SptrsvOptions& options, cudaStream_t stream);
+  bool fused_beats(State& fused, double levr_us, cudaStream_t stream);
+  double time_pass(State& state, const T* b, T* x, int w, TimingEvents& events, cudaStream_t stream);
+  void measure(const SptrsvOptions& options, double analysis_ms, cudaStream_t stream);
+  SolveWords read_words(State& state, cudaStream_t stream);
+  void throw_if_stalled(State& state, cudaStream_t stream);
+};
+
+template <typename T>
+void SptrsvPlan<T>::Impl::build(const DeviceTriangle<T>& a, const SptrsvOptions& options, cudaStream_t stream) {
+  const auto begin = std::chrono::steady_clock::now();
+  several_rhs = options.several_rhs;
+  analysis.analyse(a, options, stream);
+  if (options.algorithm == SptrsvAlgorithm::automatic) {
+    choose_automatic(options, stream);
+  } else {
+    one = make_state(analysis, options.algorithm, false, options.fusion_threshold, several_rhs, stream);
+    // cluster gives way to fused_level where its layout does not fit.
+    if (one == nullptr)
+      one = make_state(analysis, SptrsvAlgorithm::fused_level, false, options.fusion_threshold, several_rhs, stream);
+    if (several_rhs) several = one;
+  }
+  SPADE_CUDA_CHECK(cudaEventCreateWithFlags(&last_solve, cudaEventDisableTiming));
+  if (options.algorithm == SptrsvAlgorithm::automatic && !choice.trials.empty() && analysis.stats.n > 0)
+    measure(options, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count(),
+            stream);
+}
+
+template <typename T>
+void SptrsvPlan<T>::Impl::choose_automatic(const SptrsvOptions& options, cudaStream_t stream) {
+  // The rule reads the level statistics; its picks are built on the analysis, cluster first (where its
+  // layout does not fit, or a share of a level takes two passes for one right-hand side, the rule's
+  // fallback runs instead).
+  const SptrsvStats& st = analysis.stats;
+  SptrsvShape shape;
+  shape.n = st.n;
+  shape.off_diagonal_nnz = st.off_diagonal_nnz;
+  shape.levels = st.levels;
+  shape.max_rows_per_level = st.max_rows_per_level;
+  shape.max_nnz_per_row = st.max_nnz_per_row;
+  choice = sptrsv_auto_rule(shape, SptrsvDeviceModel::current());
+  SptrsvAlgorithm pick_one = choice.one, pick_several = choice.several;
+  // levr runs on the level-ordered part where the other pick needs it anyway.
+  const bool level_order = runs_in_level_order(pick_one) || (several_rhs && runs_in_level_order(pick_several));
+  std::shared_ptr<State> cluster;
+  if (pick_one == SptrsvAlgorithm::cluster || (several_rhs && pick_several == SptrsvAlgorithm::cluster)) {
+    cluster = make_state(analysis, SptrsvAlgorithm::cluster, level_order, options.fusion_threshold, several_rhs,
+                         stream);
+    if (cluster == nullptr) {
+      if (pick_one == SptrsvAlgorithm::cluster) pick_one = choice.one_fallback;
+      if (pick_several == SptrsvAlgorithm::cluster) pick_several = choice.several_fallback;
+    } else if (pick_one == SptrsvAlgorithm::cluster &&
+               !ks::cluster_one_pass(std::get<Cluster<T>>(*cluster).layout, st.nnz_per_row)) {
+      pick_one = choice.one_fallback;
+    }
+  }
+  auto build = [&](SptrsvAlgorithm algorithm, bool for_several) {
+    if (algorithm == SptrsvAlgorithm::cluster) return cluster;
+    return make_state(analysis, algorithm, level_order, options.fusion_threshold, for_several, stream);
+  };
+  if (several_rhs && pick_several == pick_one) {
+    one = several = build(pick_one, true);
+  } else {
+    one = build(pick_one, false);
+    if (several_rhs) several = build(pick_several, true);
+  }
+  if (cluster != nullptr && cluster != one && cluster != several)  // unused: let its build finish first
+    SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (choice.try_fused && st.n > 0) {
+    std::shared_ptr<State> fused =
+        make_state(analysis, SptrsvAlgorithm::fused, false, options.fusion_threshold, false, stream);
+    if (fused_beats(*fused, choice.levr_us, stream)) one = fused;
+  }
+}
+
+template <typename T>
+bool SptrsvPlan<T>::Impl::fused_beats(State& fused, double levr_us, cudaStream_t stream) {
   // One fused solve of b = 0 (its time does not depend on the values), timed with events; a second one
   // only where the first lost, which may have paid the loading of the kernel's module.
-  const index_t n = stats.n;
+  const index_t n = analysis.stats.n;
   Slab trial;
   const auto o_b = trial.add<T>(std::size_t(n)), o_x = trial.add<T>(std::size_t(n));
   trial.allocate(stream);
+  const SyncOnThrow guard(stream);
   T* b = trial.at<T>(o_b);
   SPADE_CUDA_CHECK(cudaMemsetAsync(b, 0, sizeof(T) * n, stream));
   TimingEvents events;
   const ks::RhsPass<T> rhs{b, n, trial.at<T>(o_x), n, 1};
   bool faster = false;
   for (int attempt = 0; attempt < 2 && !faster; ++attempt) {
-    const double us = events.microseconds(stream, [&] {
-      const int cur = parity[0];
-      ks::solve_fused(lower(), items, nitems, y[0][cur], y[0][1 - cur], rhs, schedule(), stream);
-      parity[0] = 1 - cur;
-    });
+    const double us = events.microseconds(stream, [&] { solve_pass(fused, rhs, 0, stream); });
     faster = us < levr_us;
   }
-  throw_if_stalled(stream, "fused");
+  throw_if_stalled(fused, stream);
   return faster;
 }
 
 template <typename T>
-void SptrsvPlan<T>::Impl::throw_if_stalled(cudaStream_t stream, const char* what) {
-  const Control c = read_control(stream);
-  if (c.status.code != kernels::kStatusOk)
-    throw NumericalError(NumericalError::Kind::no_progress, c.status.index,
-                         std::string("sparse triangular solve: auto's trial of ") + what +
-                             " stopped waiting at unknown " + std::to_string(c.status.index));
+SolveWords SptrsvPlan<T>::Impl::read_words(State& state, cudaStream_t stream) {
+  SolveWords w;
+  SPADE_CUDA_CHECK(cudaMemcpyAsync(&w, base_of(state).words, sizeof(w), cudaMemcpyDeviceToHost, stream));
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return w;
 }
 
 template <typename T>
-double SptrsvPlan<T>::Impl::time_pass(const T* b, T* x, int w, TimingEvents& events, cudaStream_t stream) {
+void SptrsvPlan<T>::Impl::throw_if_stalled(State& state, cudaStream_t stream) {
+  const SolveWords w = read_words(state, stream);
+  if (w.status.code != kernels::kStatusOk)
+    throw NumericalError(NumericalError::Kind::no_progress, w.status.index,
+                         std::string("sparse triangular solve: auto's trial of ") + to_string(algorithm_of(state)) +
+                             " stopped waiting at unknown " + std::to_string(w.status.index));
+}
+
+template <typename T>
+double SptrsvPlan<T>::Impl::time_pass(State& state, const T* b, T* x, int w, TimingEvents& events,
+                                      cudaStream_t stream) {
   // One warm-up pass (the kernel's module may load), then one timed; the work does not depend on b. w = 0:
-  // one right-hand side of `algorithm`; w = 1: kRhsPerPass of multi_algorithm (b and x hold that many
-  // columns of n).
-  const ks::RhsPass<T> rhs{b, stats.n, x, stats.n, w == 0 ? 1 : ks::kRhsPerPass};
-  solve_pass(rhs, w, stream);
-  const double us = events.microseconds(stream, [&] { solve_pass(rhs, w, stream); });
-  throw_if_stalled(stream, to_string(w == 0 ? algorithm : multi_algorithm));
+  // one right-hand side; w = 1: kRhsPerPass (b and x hold that many columns of n).
+  const index_t n = analysis.stats.n;
+  const ks::RhsPass<T> rhs{b, n, x, n, w == 0 ? 1 : ks::kRhsPerPass};
+  solve_pass(state, rhs, w, stream);
+  const double us = events.microseconds(stream, [&] { solve_pass(state, rhs, w, stream); });
+  throw_if_stalled(state, stream);
   return us;
 }
 
 template <typename T>
-void SptrsvPlan<T>::Impl::measure(const DeviceTriangle<T>& a, const SptrsvOptions& options, double analysis_ms,
-                                  cudaStream_t stream) {
-  // The rule's trial candidates in its order: this plan's own pick without a build, the others each as a
-  // plan of the named algorithm. The fastest measured solve of one right-hand side runs one (levr, never
-  // timed, competes with its prediction). Several are judged on passes of kRhsPerPass: the winner of one
-  // is timed on such a pass (level_block, a block per right-hand side, takes the time of one) and runs
-  // them unless this plan's pick for several was timed as level_block and is faster. Predictions do not
-  // compete for several here: on these triangles level_block's and levr's ran 1.6-2.7 times behind the
-  // measured passes, and the ratio of a pass of 8 to one of the fused kernels varies from 1.5 to 3.3
+void SptrsvPlan<T>::Impl::measure(const SptrsvOptions& options, double analysis_ms, cudaStream_t stream) {
+  // The rule's trial candidates in its order: this plan's own pick as built, the others each built on the
+  // same analysis. The fastest measured solve of one right-hand side runs one (levr, never timed, competes
+  // with its prediction). Several are judged on passes of kRhsPerPass: a winner other than the own pick is
+  // timed on such a pass and runs them unless the own pick for several was timed as level_block (a block
+  // per right-hand side, a pass of 8 in the time of one) and is faster. Predictions do not compete for
+  // several here: on these triangles level_block's and levr's ran 1.6-2.7 times behind the measured
+  // passes, and the ratio of a pass of 8 to one of the fused kernels varies from 1.5 to 3.3
   // (docs/benchmarks/sptrsv.md).
   using Clock = std::chrono::steady_clock;
   const auto begin = Clock::now();
@@ -660,215 +1109,60 @@ void SptrsvPlan<T>::Impl::measure(const DeviceTriangle<T>& a, const SptrsvOption
       if (p.algorithm == alg) return p.us;
     return std::numeric_limits<double>::infinity();
   };
-  const bool own_timed =
-      std::find(choice.trials.begin(), choice.trials.end(), algorithm) != choice.trials.end();
-  double best_one = own_timed ? std::numeric_limits<double>::infinity() : predicted(algorithm);
+  const SptrsvAlgorithm own = algorithm_of(*one);
+  const bool own_timed = std::find(choice.trials.begin(), choice.trials.end(), own) != choice.trials.end();
+  double best_one = own_timed ? std::numeric_limits<double>::infinity() : predicted(own);
   double best_several = std::numeric_limits<double>::infinity();
-  Impl* winner = nullptr;  // the plan whose measured solve of one is best_one (null: the prediction)
-  const index_t n = stats.n;
+  std::shared_ptr<State> winner;  // the state whose measured solve of one is best_one (null: the prediction)
+  const index_t n = analysis.stats.n;
   const std::size_t columns = several_rhs ? ks::kRhsPerPass : 1;
   Slab zero;
   const auto o_b = zero.add<T>(columns * n), o_x = zero.add<T>(columns * n);
   zero.allocate(stream);
+  const SyncOnThrow guard(stream);
   T* b = zero.at<T>(o_b);
   T* x = zero.at<T>(o_x);
   SPADE_CUDA_CHECK(cudaMemsetAsync(b, 0, sizeof(T) * columns * n, stream));
   TimingEvents events;
   for (SptrsvAlgorithm t : choice.trials) {
     if (elapsed_ms() >= budget_ms) break;
-    std::shared_ptr<Impl> candidate;
-    Impl* q = this;
-    if (t != algorithm) {
-      if (t == choice.one) continue;  // cluster's layout did not fit: its fallback runs here
-      candidate = std::make_shared<Impl>();
-      SptrsvOptions named = options;
-      named.algorithm = t;
-      named.several_rhs = several_rhs;
-      candidate->spin_limit = spin_limit;
-      candidate->analyse(a, named, stream);
-      q = candidate.get();
-      if (q->algorithm != t) continue;  // a fallback: not the candidate
-    }
-    const double us = q->time_pass(b, x, 0, events, stream);
-    ++stats.auto_trials;
-    if (q == this && t == SptrsvAlgorithm::level_block && multi_algorithm == t) best_several = us;
+    std::shared_ptr<State> candidate;
+    if (t == own)
+      candidate = one;
+    else if (t == choice.one)
+      continue;  // cluster's layout did not fit: its fallback runs here
+    else
+      candidate = make_state(analysis, t, false, options.fusion_threshold, several_rhs, stream);
+    if (candidate == nullptr) continue;
+    const SyncOnThrow timing(stream);  // a failed launch leaves the candidate's build and solves in flight
+    const double us = time_pass(*candidate, b, x, 0, events, stream);
+    ++analysis.stats.auto_trials;
+    if (candidate == one && t == SptrsvAlgorithm::level_block && several == one) best_several = us;
     if (us < best_one) {
       best_one = us;
-      runs_one = candidate;
-      winner = q;
+      winner = candidate;
     }
+    // A loser's memory goes back here: its timed solves have finished (their stop event was waited for).
   }
-  if (several_rhs && winner != nullptr && winner->multi_algorithm == winner->algorithm) {
-    const double several = winner->algorithm == SptrsvAlgorithm::level_block
-                               ? best_one
-                               : winner->time_pass(b, x, 1, events, stream);
-    if (several < best_several) runs_several = winner == this ? nullptr : runs_one;
+  if (winner != nullptr && winner != one) {
+    if (several_rhs && time_pass(*winner, b, x, 1, events, stream) < best_several) several = winner;
+    one = winner;
   }
-  stats.auto_trial_ms = elapsed_ms();
-  // The trials' solves have finished (their stop events were waited for): the zero buffers and the losers
-  // free themselves here.
-}
-
-template <typename T>
-void SptrsvPlan<T>::Impl::build_level_pack(std::int32_t* work, void* temp, std::size_t temp_bytes,
-                                           cudaStream_t stream) {
-  // Each level of the level-ordered part in one region of 16-byte chunks: the sizes, their scan (the
-  // offsets), then the regions, in an allocation of the total.
-  const int nlev = stats.levels;
-  Slab index;
-  const auto o_desc = index.add<ks::LevelDesc>(nlev), o_offsets = index.add<std::int32_t>(std::size_t(nlev) + 1);
-  pack_index = std::move(index);
-  pack_index.allocate(stream);
-  pack_desc = pack_index.at<ks::LevelDesc>(o_desc);
-  pack_offsets = pack_index.at<std::int32_t>(o_offsets);
-  ks::level_pack_sizes<T>(nlev, level_ptr, ptr, pack_desc, work, &control->max_level_chunks, stream);
-  ks::exclusive_scan(nlev, work, pack_offsets, temp, temp_bytes, stream);
-  std::int32_t chunks = 0;
-  SPADE_CUDA_CHECK(cudaMemcpyAsync(&chunks, pack_offsets + nlev, sizeof(chunks), cudaMemcpyDeviceToHost, stream));
-  const Control c = read_control(stream);
-  if (c.max_level_chunks == INT_MAX || chunks < 0)
-    throw InvalidInput("sparse triangular solve (level_block): the packed levels are too large (a level of 2 GiB "
-                       "or more, or 32 GiB in all); choose another algorithm");
-  Slab data;
-  const auto o_data = data.add<unsigned char>(std::size_t(chunks) * 16);
-  pack_data = std::move(data);
-  pack_data.allocate(stream);
-  pack_bytes = pack_data.at<unsigned char>(o_data);
-  // The padding is copied into shared memory with the data, never read: zero it once.
-  SPADE_CUDA_CHECK(cudaMemsetAsync(pack_bytes, 0, std::size_t(chunks) * 16, stream));
-  ks::level_pack_fill(lower(), nlev, pack_offsets, pack_desc, pack_bytes, stream);
-  pack = {stats.n, nlev, pack_desc, pack_bytes, stats.max_rows_per_level, c.max_level_chunks * 16,
-          stats.nnz_per_row};
-}
-
-template <typename T>
-void SptrsvPlan<T>::Impl::build_levr_pieces(void* temp, std::size_t temp_bytes, cudaStream_t stream) {
-  // levr's pieces (some row has more than kLevrPiece entries): at most n + m / kLevrPiece of them, and
-  // m / kLevrPiece slots of split rows (each split row has at least one piece beyond its first).
-  const index_t n = stats.n;
-  const std::size_t n1 = std::size_t(n) + 1, slots = std::size_t(m) / ks::kLevrPiece + 1;
-  Slab layout;
-  const auto o_count = layout.add<std::int32_t>(n1), o_piece_ptr = layout.add<std::int32_t>(n1),
-             o_level = layout.add<std::int32_t>(n1), o_piece = layout.add<ks::LevrPiece>(std::size_t(n) + slots),
-             o_partial = layout.add<T>(slots * ks::kRhsPerPass), o_arrived = layout.add<int>(slots);
-  levr_data = std::move(layout);
-  levr_data.allocate(stream);
-  T* partial = levr_data.at<T>(o_partial);
-  int* arrived = levr_data.at<int>(o_arrived);
-  SPADE_CUDA_CHECK(cudaMemsetAsync(partial, 0, sizeof(T) * slots * ks::kRhsPerPass, stream));
-  SPADE_CUDA_CHECK(cudaMemsetAsync(arrived, 0, sizeof(int) * slots, stream));
-  ks::LevrPiece* piece = levr_data.at<ks::LevrPiece>(o_piece);
-  level_piece_ptr = levr_data.at<std::int32_t>(o_level);
-  ks::levr_pieces(n, ptr, perm != nullptr ? nullptr : jlev, level_ptr, &control->max_level,
-                  levr_data.at<std::int32_t>(o_count), levr_data.at<std::int32_t>(o_piece_ptr), piece, level_piece_ptr,
-                  temp, temp_bytes, stream);
-  levr_items = {nullptr, piece, partial, arrived};
-}
-
-template <typename T>
-bool SptrsvPlan<T>::Impl::build_cluster(int nlev, double entries_per_row, int* row_level, std::int32_t* counts,
-                                        std::int32_t* cursor, cudaStream_t stream) {
-  // The shares of every level in every block and their entries, the most levels a row reads back, the
-  // ring that distance + 1 levels need; then, where the layout fits, the push codes (a histogram of the
-  // columns, its scan, a scatter). counts: n + 1 ints, cursor: n.
-  const index_t n = stats.n;
-  if (cuda_device_major() < 9 || n == 0 || nlev == 0) return false;
-  const std::size_t shares = std::size_t(nlev) * ks::kClusterBlocks;
-  if (shares >= std::size_t(INT_MAX)) return false;
-  Slab layout;
-  const std::size_t temp_bytes = std::max(ks::scan_temp_bytes(index_t(shares)), ks::scan_temp_bytes(n));
-  const auto o_temp = layout.add<char>(temp_bytes), o_rows = layout.add<int2>(shares),
-             o_count = layout.add<std::int32_t>(shares + 1),
-             o_segment = layout.add<std::int32_t>(shares + 1), o_row_slot = layout.add<std::int32_t>(n),
-             o_push_ptr = layout.add<std::int32_t>(std::size_t(n) + 1),
-             o_push = layout.add<std::uint32_t>(std::size_t(m));
-  cluster_data = std::move(layout);
-  cluster_data.allocate(stream);
-  void* temp = cluster_data.at<char>(o_temp);
-  std::int32_t* share_count = cluster_data.at<std::int32_t>(o_count);
-  std::int32_t* segment = cluster_data.at<std::int32_t>(o_segment);
-  SPADE_CUDA_CHECK(cudaMemsetAsync(control->cluster, 0, sizeof(control->cluster), stream));
-  int2* share_rows = cluster_data.at<int2>(o_rows);
-  ks::cluster_shares(n, nlev, level_ptr, ptr, ind, row_level, share_rows, share_count, control->cluster, stream);
-  ks::exclusive_scan(index_t(shares), share_count, segment, temp, temp_bytes, stream);
-  ks::cluster_window(nlev, segment, control->cluster, stream);
-  const Control c = read_control(stream);
-  const int distance = c.cluster[ks::kClusterDistance], window = c.cluster[ks::kClusterWindow];
-  int ring_log2 = 0;
-  while ((1 << ring_log2) < window && ring_log2 <= ks::kClusterMaxRingLog2) ++ring_log2;
-  cluster = {distance, ring_log2, c.cluster[ks::kClusterRows], nlev, level_ptr, segment, share_rows, nullptr,
-             nullptr, nullptr};
-  if (distance > ks::kClusterMaxDistance || ring_log2 > ks::kClusterMaxRingLog2 ||
-      !ks::cluster_fits<T>(cluster, entries_per_row)) {
-    cluster_data = Slab();
-    cluster = {};
-    return false;
+  // The level-ordered part, where only losers ran on it.
+  if (analysis.has_level_order() && base_of(*one).L.perm == nullptr &&
+      (several == nullptr || base_of(*several).L.perm == nullptr)) {
+    SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    analysis.release_level_order();
   }
-  std::int32_t* push_ptr = cluster_data.at<std::int32_t>(o_push_ptr);
-  SPADE_CUDA_CHECK(cudaMemsetAsync(counts, 0, sizeof(std::int32_t) * n, stream));
-  ks::histogram(m, ind, counts, stream);
-  ks::exclusive_scan(n, counts, push_ptr, temp, temp_bytes, stream);
-  SPADE_CUDA_CHECK(cudaMemsetAsync(cursor, 0, sizeof(std::int32_t) * n, stream));
-  std::int32_t* row_slot = cluster_data.at<std::int32_t>(o_row_slot);
-  std::uint32_t* push = cluster_data.at<std::uint32_t>(o_push);
-  cluster.row_slot = row_slot;
-  cluster.push_ptr = push_ptr;
-  cluster.push = push;
-  ks::cluster_pushes(n, cluster, row_level, ptr, ind, cursor, row_slot, push, stream);
-  return true;
-}
-
-template <typename T>
-void SptrsvPlan<T>::Impl::reset_scratch(cudaStream_t stream) {
-  const index_t n = std::max(stats.n, 1);
-  Control init = fresh_control(spin_limit);
-  SPADE_CUDA_CHECK(cudaMemcpyAsync(control, &init, sizeof(Control), cudaMemcpyHostToDevice, stream));
-  if (flag != nullptr) SPADE_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int) * n, stream));
-  for (int w = 0; w < 2; ++w) {
-    const std::size_t width = w == 0 ? 1 : ks::kRhsPerPass;
-    if (left_sum[w] != nullptr) SPADE_CUDA_CHECK(cudaMemsetAsync(left_sum[w], 0, sizeof(T) * n * width, stream));
-    for (int p = 0; p < 2; ++p)
-      if (y[w][p] != nullptr) ks::fill_sentinel<T>(std::int64_t(n) * width, y[w][p], stream);
-  }
-  epoch = 0;
-}
-
-template <typename T>
-void SptrsvPlan<T>::Impl::allocate_multi_rhs(cudaStream_t stream) {
-  const bool columns = left_sum[0] != nullptr, second = chunked_solve(multi_algorithm);
-  const bool first =
-      second || multi_algorithm == SptrsvAlgorithm::level_block || multi_algorithm == SptrsvAlgorithm::levr;
-  if (!columns && !first) return;
-  const std::size_t count = std::size_t(std::max(stats.n, 1)) * ks::kRhsPerPass;
-  Slab layout;
-  const std::size_t o_left = layout.add<T>(columns ? count : 0);
-  const std::size_t o_y0 = layout.add<T>(first ? count : 0), o_y1 = layout.add<T>(second ? count : 0);
-  scratch8 = std::move(layout);
-  scratch8.allocate(stream);
-  if (columns) {
-    left_sum[1] = scratch8.at<T>(o_left);
-    SPADE_CUDA_CHECK(cudaMemsetAsync(left_sum[1], 0, sizeof(T) * count, stream));
-  }
-  if (second) {  // fused: both start as sentinels
-    y[1][0] = scratch8.at<T>(o_y0);
-    y[1][1] = scratch8.at<T>(o_y1);
-    ks::fill_sentinel<T>(count, y[1][0], stream);
-    ks::fill_sentinel<T>(count, y[1][1], stream);
-  } else if (first) {
-    y[1][0] = scratch8.at<T>(o_y0);
-  }
+  analysis.stats.auto_trial_ms = elapsed_ms();
+  // The trials' solves have finished: the zero buffers free themselves here.
 }
 
 template <typename T>
 SptrsvPlan<T>::SptrsvPlan(const DeviceTriangle<T>& a, const SptrsvOptions& options, cudaStream_t stream)
     : impl_(std::make_unique<Impl>()) {
   try {
-    const auto begin = std::chrono::steady_clock::now();
-    impl_->analyse(a, options, stream);
-    if (options.algorithm == SptrsvAlgorithm::automatic && !impl_->choice.trials.empty() && impl_->stats.n > 0)
-      impl_->measure(a, options,
-                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count(),
-                     stream);
+    impl_->build(a, options, stream);
   } catch (...) {
     // The slabs free themselves without waiting: let the analysis' work on `stream` finish first.
     cudaStreamSynchronize(stream);
@@ -885,71 +1179,22 @@ SptrsvPlan<T>& SptrsvPlan<T>::operator=(SptrsvPlan&&) noexcept = default;
 
 template <typename T>
 index_t SptrsvPlan<T>::n() const {
-  return impl_->stats.n;
+  return impl_->analysis.stats.n;
 }
 template <typename T>
 SptrsvAlgorithm SptrsvPlan<T>::algorithm(int nrhs) const {
   const Impl& p = *impl_;
-  if (nrhs > 1) return p.runs_several ? p.runs_several->multi_algorithm : p.multi_algorithm;
-  return p.runs_one ? p.runs_one->algorithm : p.algorithm;
+  return algorithm_of(nrhs > 1 && p.several != nullptr ? *p.several : *p.one);
 }
 template <typename T>
 const SptrsvStats& SptrsvPlan<T>::stats() const {
-  return impl_->stats;
-}
-
-template <typename T>
-void SptrsvPlan<T>::Impl::solve_pass(const ks::RhsPass<T>& rhs, int w, cudaStream_t stream) {
-  // One pass of this plan's algorithm for w = 0 (one right-hand side) or its multi_algorithm (w = 1).
-  const index_t n = stats.n;
-  const int nlev = stats.levels;
-  const ks::LowerPart<T> L = lower();
-  const SptrsvAlgorithm pass_algorithm = w == 1 ? multi_algorithm : algorithm;
-  switch (pass_algorithm) {
-    case SptrsvAlgorithm::levr:
-      levr_graph[w].solve(L, levr_items,
-                            (levr_items.piece != nullptr ? level_piece_ptr_host : level_ptr_host).data(),
-                            nlev, rhs, y[1][0], stream);
-      break;
-    case SptrsvAlgorithm::levc: ks::solve_levc(L, jlev, level_ptr_host.data(), nlev, rhs, stream); break;
-    case SptrsvAlgorithm::slfr:
-    case SptrsvAlgorithm::slfc:
-    case SptrsvAlgorithm::syncfree: {
-      // flag == epoch (SLFR) or counter == epoch * degree: restart from zero before an int overflows.
-      if (epoch >= INT_MAX / max_degree - 1) {
-        SPADE_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int) * n, stream));
-        epoch = 0;
-      }
-      ++epoch;
-      if (pass_algorithm == SptrsvAlgorithm::slfr)
-        ks::solve_slfr(L, jlev, flag, epoch, rhs, schedule(), stream);
-      else
-        ks::solve_columns(L, pass_algorithm == SptrsvAlgorithm::slfc ? jlev : nullptr, global_deg, local_deg,
-                          flag, epoch, left_sum[w], rhs, schedule(), stream);
-      break;
-    }
-    case SptrsvAlgorithm::thread:
-    case SptrsvAlgorithm::fused:
-    case SptrsvAlgorithm::fused_level: {
-      const int cur = parity[w];
-      ks::solve_fused(L, items, nitems, y[w][cur], y[w][1 - cur], rhs, schedule(), stream);
-      parity[w] = 1 - cur;
-      break;
-    }
-    case SptrsvAlgorithm::level_block:
-      ks::solve_level_block(pack, L, level_ptr, y[w][0], rhs, stream);
-      break;
-    case SptrsvAlgorithm::cluster:
-      ks::solve_cluster(L, cluster, stats.nnz_per_row, rhs, &control->status, stream);
-      break;
-    case SptrsvAlgorithm::automatic: break;
-  }
+  return impl_->analysis.stats;
 }
 
 template <typename T>
 void SptrsvPlan<T>::solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, cudaStream_t stream) {
   Impl& p = *impl_;
-  const index_t n = p.stats.n;
+  const index_t n = p.analysis.stats.n;
   if (nrhs < 1) throw InvalidInput("sparse triangular solve: nrhs = " + std::to_string(nrhs) + " (must be >= 1)");
   if (ldb < std::max(n, 1) || ldx < std::max(n, 1))
     throw InvalidInput("sparse triangular solve: ldb = " + std::to_string(ldb) + ", ldx = " + std::to_string(ldx) +
@@ -959,24 +1204,17 @@ void SptrsvPlan<T>::solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, 
   if (nrhs > 1 && !p.several_rhs)
     throw InvalidInput("sparse triangular solve: nrhs = " + std::to_string(nrhs) +
                        " on a plan built with SptrsvOptions::several_rhs = false");
-  Impl* used[2] = {nullptr, nullptr};
   for (int first = 0; first < nrhs; first += ks::kRhsPerPass) {
     const int nr = nrhs == 1 ? 1 : std::min(ks::kRhsPerPass, nrhs - first);
     const int w = nr == 1 ? 0 : 1;
     const ks::RhsPass<T> rhs{b + std::int64_t(first) * ldb, ldb, x + std::int64_t(first) * ldx, ldx, nr};
-    Impl& q = w == 0 ? (p.runs_one ? *p.runs_one : p) : (p.runs_several ? *p.runs_several : p);
-    q.solve_pass(rhs, w, stream);
-    used[w] = &q;
+    solve_pass(w == 0 ? *p.one : *p.several, rhs, w, stream);
   }
   // The destructor waits for this event: outside a capture only (a captured solve runs when the caller
   // launches the graph, which must not outlive the plan).
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   SPADE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
-  if (capturing == cudaStreamCaptureStatusNone) {
-    SPADE_CUDA_CHECK(cudaEventRecord(p.last_solve, stream));
-    for (Impl* q : used)
-      if (q != nullptr && q != &p) SPADE_CUDA_CHECK(cudaEventRecord(q->last_solve, stream));
-  }
+  if (capturing == cudaStreamCaptureStatusNone) SPADE_CUDA_CHECK(cudaEventRecord(p.last_solve, stream));
 }
 
 SptrsvDeviceModel SptrsvDeviceModel::current() {
@@ -988,66 +1226,62 @@ SptrsvDeviceModel SptrsvDeviceModel::current() {
 
 template <typename T>
 void SptrsvPlan<T>::check(cudaStream_t stream) {
-  // Every plan that runs passes (auto's own and the winners of its trials) reports through its own words.
-  Impl& own = *impl_;
-  for (Impl* q : {own.runs_one.get(), own.runs_several.get()})
-    if (q != nullptr) q->check_status(stream);
-  own.check_status(stream);
-}
-
-template <typename T>
-void SptrsvPlan<T>::Impl::check_status(cudaStream_t stream) {
-  Impl& p = *this;
-  const Control c = p.read_control(stream);
-  if (c.status.code == kernels::kStatusOk) return;
-  p.reset_scratch(stream);
-  SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
-  index_t internal = c.status.index;
-  if (p.perm != nullptr)
-    SPADE_CUDA_CHECK(cudaMemcpy(&internal, p.perm + internal, sizeof(internal), cudaMemcpyDeviceToHost));
-  const index_t unknown = p.reversed ? p.stats.n - 1 - internal : internal;
-  throw NumericalError(NumericalError::Kind::no_progress, unknown,
-                       std::string("sparse triangular solve (") + to_string(p.algorithm) +
-                           "): a spin-wait gave up at unknown " + std::to_string(unknown));
+  // Each state that runs passes reports through its own words; every one that gave up is restored, the
+  // first is thrown.
+  Impl& p = *impl_;
+  std::int64_t unknown = -1;
+  SptrsvAlgorithm failed = SptrsvAlgorithm::automatic;
+  for (typename Impl::State* state : p.states()) {
+    const SolveWords w = p.read_words(*state, stream);
+    if (w.status.code == kernels::kStatusOk) continue;
+    std::visit([&](auto& s) { s.reset(p.analysis.spin_limit, stream); }, *state);
+    SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (unknown >= 0) continue;
+    index_t internal = w.status.index;
+    const std::int32_t* perm = base_of(*state).L.perm;
+    if (perm != nullptr)
+      SPADE_CUDA_CHECK(cudaMemcpy(&internal, perm + internal, sizeof(internal), cudaMemcpyDeviceToHost));
+    unknown = p.analysis.reversed ? p.analysis.stats.n - 1 - internal : internal;
+    failed = algorithm_of(*state);
+  }
+  if (unknown >= 0)
+    throw NumericalError(NumericalError::Kind::no_progress, unknown,
+                         std::string("sparse triangular solve (") + to_string(failed) +
+                             "): a spin-wait gave up at unknown " + std::to_string(unknown));
 }
 
 template <typename T>
 void SptrsvPlan<T>::set_spin_limit(long long polls) {
   if (polls < 0)
     throw InvalidInput("SptrsvPlan::set_spin_limit: polls = " + std::to_string(polls) + " (must be >= 0)");
-  Impl& own = *impl_;
-  for (Impl* p : {&own, own.runs_one.get(), own.runs_several.get()}) {
-    if (p == nullptr) continue;
-    p->spin_limit = polls;
-    SPADE_CUDA_CHECK(cudaMemcpy(&p->control->status.spin_limit, &polls, sizeof(polls), cudaMemcpyHostToDevice));
-  }
+  Impl& p = *impl_;
+  p.analysis.spin_limit = polls;
+  for (typename Impl::State* state : p.states())
+    SPADE_CUDA_CHECK(
+        cudaMemcpy(&base_of(*state).words->status.spin_limit, &polls, sizeof(polls), cudaMemcpyHostToDevice));
 }
 
 template <typename T>
 int* SptrsvPlan<T>::device_tickets_for_testing() const {
-  return (impl_->runs_one ? *impl_->runs_one : *impl_).control->tickets;
+  return base_of(*impl_->one).words->tickets;
 }
 
 template <typename T>
 void SptrsvPlan<T>::update_values(const T* values, cudaStream_t stream) {
-  Impl& own = *impl_;
-  if (own.input_nnz > 0 && values == nullptr) throw InvalidInput("sparse triangular solve: values is null");
-  Impl* others[2] = {own.runs_one.get(), own.runs_several == own.runs_one ? nullptr : own.runs_several.get()};
-  for (Impl* q : others)
-    if (q != nullptr) q->update(values, stream);
-  own.update(values, stream);
-}
-
-template <typename T>
-void SptrsvPlan<T>::Impl::update(const T* values, cudaStream_t stream) {
-  Impl& p = *this;
+  // Every copy of the values that a state solves on: the part in index order, the level-ordered one, and
+  // level_block's packed levels.
+  Impl& p = *impl_;
+  Analysis<T>& an = p.analysis;
+  if (an.input_nnz > 0 && values == nullptr) throw InvalidInput("sparse triangular solve: values is null");
   const int no_zero = INT_MAX;
-  SPADE_CUDA_CHECK(cudaMemcpyAsync(&p.control->zero_row, &no_zero, sizeof(int), cudaMemcpyHostToDevice, stream));
-  ks::gather_values(p.stats.n, p.m, values, p.src, p.diag_src, p.unit, p.reversed, p.perm, p.val, p.diag,
-                    &p.control->zero_row, stream);
-  if (p.pack_desc != nullptr)
-    ks::level_pack_fill(p.lower(), p.stats.levels, p.pack_offsets, p.pack_desc, p.pack_bytes, stream);
-  p.throw_if_singular(p.read_control(stream).zero_row);
+  SPADE_CUDA_CHECK(cudaMemcpyAsync(&an.control->zero_row, &no_zero, sizeof(int), cudaMemcpyHostToDevice, stream));
+  bool index_order = false, level_order = false;
+  for (typename Impl::State* state : p.states())
+    (base_of(*state).L.perm != nullptr ? level_order : index_order) = true;
+  if (index_order) an.gather(values, an.index, stream);
+  if (level_order) an.gather(values, an.level_ordered(stream), stream);
+  for (typename Impl::State* state : p.states()) std::visit([&](auto& s) { s.refresh(stream); }, *state);
+  an.throw_if_singular(an.read_control(stream).zero_row);
 }
 
 template class SptrsvPlan<double>;

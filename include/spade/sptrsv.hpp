@@ -61,9 +61,10 @@ enum class SptrsvAlgorithm {
               ///< levr's prediction. Where rows are longer than kSptrsvLongRow entries (Cholesky factors,
               ///< where the level statistics mispredicted by 2-3x: docs/benchmarks/sptrsv.md) the
               ///< analysis builds and times the rule's trial candidates (SptrsvAutoChoice::trials, within
-              ///< the budget of kSptrsvTrialBudget) and keeps the fastest for one right-hand side; for
-              ///< several it times that winner on a pass of 8 and keeps it unless its own level_block,
-              ///< timed, is faster; the losers are freed.
+              ///< the budget of kSptrsvTrialBudget), each on the triangle it has validated and analysed
+              ///< once, and keeps the fastest for one right-hand side; for several it times that winner on
+              ///< a pass of 8 and keeps it unless its own level_block, timed, is faster; the losers are
+              ///< freed.
               ///< SptrsvPlan::algorithm(nrhs) tells which algorithm a solve runs
   levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017); rows of at
               ///< most 4 entries several to a warp where no row has more, rows of more than 64 entries split
@@ -125,9 +126,9 @@ struct SptrsvOptions {
   /// runs: 27-point grids (about 13 per row) ran 5x faster at thread level than at warp level, bcsstk16
   /// (about 29 per row) 2x faster at warp level.
   double fusion_threshold = 20.0;
-  /// true: the analysis also allocates the scratch of passes of several right-hand sides (up to three
-  /// blocks of 8 n values, by the algorithm), so that no solve allocates; false: it does not, and a solve
-  /// of nrhs > 1 throws InvalidInput.
+  /// true: the analysis also allocates the scratch of passes of several right-hand sides (one or two
+  /// blocks of 8 n values, by the algorithm), so that no solve allocates; false: it does not, a solve of
+  /// nrhs > 1 throws InvalidInput, and auto chooses for one right-hand side only.
   bool several_rhs = true;
 };
 
@@ -259,8 +260,9 @@ constexpr int kSptrsvMaxTrials = 3;
 /// right-hand side, CUDA events on the plan's stream) starts only while the trials so far took less than
 /// this times the analysis before them (host wall clock), so auto's analysis stays below about
 /// (1 + kSptrsvTrialBudget) times its own plus one trial. The reason: on every triangle with rows that
-/// long in the evaluation, cuSPARSE's analysis took 2.7 to 31 times auto's, and a trial costs about
-/// one named analysis plus two solves.
+/// long in the evaluation, cuSPARSE's analysis took 2.7 to 31 times auto's, and a trial costs less than
+/// one named analysis (the candidate is built on auto's own validated triangle and level sets) plus two
+/// solves.
 constexpr double kSptrsvTrialBudget = 2.0;
 
 /// The reusable analysis of one triangle for one algorithm: a move-only owner of device memory.
@@ -268,20 +270,24 @@ template <typename T>
 class SptrsvPlan {
  public:
   /// Validates `a`, copies it into the layout the algorithm needs (upper triangles are solved as lower
-  /// ones in reversed numbering), and builds level sets, in-degree counts or row chunks as the algorithm
-  /// requires. One device allocation holds everything (a few more for the level-ordered copy, the packed
-  /// levels, cluster's layout, levr's pieces and the scratch of several right-hand sides), taken
-  /// stream-ordered on `stream` from the current device's memory pool (cudaMallocAsync: the application's
-  /// pool settings, such as a release threshold, apply), or by cudaMalloc on a device without memory pools.
-  /// The destructor waits for the plan's last solve (an event recorded by every solve outside a stream
-  /// capture), not for the device, and gives pool memory back stream-ordered (cudaFreeAsync; cudaFree,
-  /// which waits for the device, without pools). auto's analysis reads the level pointers back to apply
-  /// its rule and, where the rule says so, times one or two fused solves (events on `stream`). The analysis
-  /// synchronizes `stream` at its end (the results, with
-  /// the level pointers); before that once to check the input where the matrix is transposed or its level
-  /// sets come from CSC (the CSR level kernel does nothing on bad input and need not wait), once after the
-  /// level analysis (the level count), and once each where cluster's layout is built and where
-  /// level_block's levels are packed. Throws as described in the file comment.
+  /// ones in reversed numbering) and builds level sets where the algorithm needs them (auto always), once;
+  /// then builds, on that analysis, the state of the algorithm (of each of auto's picks and candidates):
+  /// in-degree counts, row chunks, levr's pieces, the rows renumbered in level order (one copy shared by
+  /// fused_level, level_block and cluster), the packed levels, cluster's layout, and the scratch of its
+  /// solves. One device allocation holds the analysis, one more each state (and one each the level-ordered
+  /// copy and the packed levels), taken stream-ordered on `stream` from the current device's memory pool
+  /// (cudaMallocAsync: the application's pool settings, such as a release threshold, apply), or by
+  /// cudaMalloc on a device without memory pools. The destructor waits for the plan's last solve (an event
+  /// recorded by every solve outside a stream capture), not for the device, and gives pool memory back
+  /// stream-ordered (cudaFreeAsync; cudaFree, which waits for the device, without pools). auto's analysis
+  /// applies its rule to the level statistics and, where the rule says so, times one or two fused solves or
+  /// its trial candidates (events on `stream`). The analysis synchronizes `stream` at its end (the results,
+  /// with the level pointers); before that once to check the input where the matrix is transposed or its
+  /// level sets come from CSC (the CSR level kernel does nothing on bad input and need not wait) and once
+  /// after the level analysis (the level count); after it, the builds once each where the chunked kernels'
+  /// work items are counted (thread, fused, fused_level), where levr's pieces are laid out, and where
+  /// cluster's layout is measured, and twice where level_block's levels are packed. Throws as described in
+  /// the file comment.
   SptrsvPlan(const DeviceTriangle<T>& a, const SptrsvOptions& options = {}, cudaStream_t stream = nullptr);
   ~SptrsvPlan();
   SptrsvPlan(SptrsvPlan&&) noexcept;
@@ -318,12 +324,13 @@ class SptrsvPlan {
   /// plan is in flight. Throws InvalidInput for a negative value, ResourceError for a CUDA error.
   void set_spin_limit(long long polls);
 
-  /// Test hook: device pointer to the plan's two work-ticket counters {next ticket, blocks finished},
-  /// zero between launches. A test that writes 1 to the first one (a plain cudaMemcpy, no launch in
-  /// flight) makes the next self-scheduled solve (slfr, slfc, syncfree, thread, fused) hand out tickets
-  /// from 1: the first thread block's unknowns are never solved and their dependents wait until the spin
-  /// limit, which check() then reports as no_progress, restoring the counters. levr and levc take no
-  /// tickets. Not for use outside tests.
+  /// Test hook: device pointer to the two work-ticket counters {next ticket, blocks finished} of the
+  /// algorithm that runs one right-hand side (of several too, where it is the same; each algorithm of a
+  /// plan has its own), zero between launches. A test that writes 1 to the first one (a plain cudaMemcpy,
+  /// no launch in flight) makes the next self-scheduled solve (slfr, slfc, syncfree, thread, fused) hand
+  /// out tickets from 1: the first thread block's unknowns are never solved and their dependents wait until
+  /// the spin limit, which check() then reports as no_progress, restoring the counters. levr and levc take
+  /// no tickets. Not for use outside tests.
   int* device_tickets_for_testing() const;
 
   /// New values for the same pattern (device, same length and order as the constructor's `values`).
@@ -333,7 +340,8 @@ class SptrsvPlan {
 
   index_t n() const;
   /// The algorithm a solve of nrhs right-hand sides runs (never automatic: what auto chose); nrhs > 1
-  /// names the algorithm of the passes of several columns (a last pass of one column runs algorithm(1)).
+  /// names the algorithm of the passes of several columns (a last pass of one column runs algorithm(1)),
+  /// algorithm(1) on a plan built with several_rhs = false (which runs no such passes).
   SptrsvAlgorithm algorithm(int nrhs = 1) const;
   const SptrsvStats& stats() const;
 
