@@ -235,12 +235,14 @@ struct Solver::Impl {
   std::string device_description, device_problem;
   std::unique_ptr<GpuSolvePlan> plan;
   // The partitioned inverse (SolverOptions::partitioned_inverse): a second plan on the merged structure,
-  // built by a thread of its own beside the factorization and fed the whole factor once the per-supernode
-  // plan is ready (feed_partitioned), so that it slows neither. That thread owns `partitioned` and
+  // chosen by a thread of its own beside the factorization, then built and fed the whole factor once the
+  // per-supernode plan holds it (feed_partitioned), so that it slows neither. That thread owns `partitioned` and
   // partitioned_problem from its start until it sets partitioned_finished (release) and is joined; solves
   // switch to the plan once it holds the current factorization's values.
   std::unique_ptr<GpuSolvePlan> partitioned;
   std::string partitioned_problem;
+  std::optional<SolveStructure> partitioned_structure;  // chosen, its plan not built yet
+  std::size_t partitioned_others = 0;                   // device bytes of the per-supernode plan and the residual
   // The residual may run on either plan's stream (set_stream): destroyed before both.
   std::unique_ptr<GpuResidual> residual;
   std::unique_ptr<HostRegistration> pinned;
@@ -492,10 +494,11 @@ struct Solver::Impl {
     partitioned_cv.notify_all();
   }
 
-  /// The partitioned inverse's thread during one factorization: the band (once per analysis, by the cost
-  /// model of partitioned_inverse.hpp) and the plan, beside the factorization; then, once the per-supernode
-  /// plan holds the new values (go_partitioned), the whole factor in one upload and the wait for its last
-  /// inversion. Its failures stay here (partitioned_problem): the per-supernode plan solves instead.
+  /// The partitioned inverse's thread during one factorization: the band and the merged structure (once per
+  /// analysis, by the cost model of partitioned_inverse.hpp), beside the factorization; then, once the
+  /// per-supernode plan holds the new values (go_partitioned), the plan (once), the whole factor in one
+  /// upload and the wait for its last inversion. Its failures stay here (partitioned_problem): the
+  /// per-supernode plan solves instead.
   void feed_partitioned() {
     try {
       SPADE_CUDA_CHECK(cudaSetDevice(device));
@@ -505,30 +508,33 @@ struct Solver::Impl {
         if (band <= 1) {
           publish_choice(1, 0);
         } else {
-          SolveStructure structure = partition_for_solve(symbolic, band);
-          SupernodalSchedule merged = build_schedule(*structure.solve);
-          publish_choice(band, structure.merged_pieces);
-          const std::size_t need = GpuSolvePlan::memory_estimate(structure, merged).total();
-          const std::size_t others = GpuSolvePlan::memory_estimate(*symbolic, schedule).total() + refinement_bytes();
-          partitioned_problem = memory_problem("the partitioned inverse", need, need + others);
-          if (partitioned_problem.empty())
-            partitioned = std::make_unique<GpuSolvePlan>(std::move(structure), std::move(merged));
+          partitioned_structure = partition_for_solve(symbolic, band);
+          partitioned_others = GpuSolvePlan::memory_estimate(*symbolic, schedule).total() + refinement_bytes();
+          publish_choice(band, partitioned_structure->merged_pieces);
         }
       }
-      if (partitioned) {
+      // The rest waits until the per-supernode plan holds the values, so that it takes no processor time
+      // from the factorization and no GPU time from that plan's uploads.
+      const double* values = nullptr;
+      std::uint64_t generation = 0;
+      {
+        std::unique_lock<std::mutex> lock(partitioned_mutex);
+        partitioned_cv.wait(lock, [this] { return partitioned_go || partitioned_cancel; });
+        if (!partitioned_cancel) values = partitioned_values, generation = partitioned_generation;
+      }
+      if (values != nullptr && partitioned_structure) {  // the plan, once per analysis
+        SupernodalSchedule merged = build_schedule(*partitioned_structure->solve);
+        const std::size_t need = GpuSolvePlan::memory_estimate(*partitioned_structure, merged).total();
+        partitioned_problem = memory_problem("the partitioned inverse", need, need + partitioned_others);
+        if (partitioned_problem.empty())
+          partitioned = std::make_unique<GpuSolvePlan>(std::move(*partitioned_structure), std::move(merged));
+        partitioned_structure.reset();
+      }
+      if (values != nullptr && partitioned) {
         partitioned->begin_values();
-        const double* values = nullptr;
-        std::uint64_t generation = 0;
-        {
-          std::unique_lock<std::mutex> lock(partitioned_mutex);
-          partitioned_cv.wait(lock, [this] { return partitioned_go || partitioned_cancel; });
-          if (!partitioned_cancel) values = partitioned_values, generation = partitioned_generation;
-        }
-        if (values != nullptr) {
-          partitioned->upload(values, 0, symbolic->num_supernodes - 1);
-          partitioned->finish_values(generation);
-          partitioned_done = Clock::now();
-        }
+        partitioned->upload(values, 0, symbolic->num_supernodes - 1);
+        partitioned->finish_values(generation);
+        partitioned_done = Clock::now();
       }
     } catch (const std::exception& e) {
       // The plan stays (the residual may hold memory on its stream) but serves no solve again.
@@ -574,6 +580,7 @@ struct Solver::Impl {
   void forget_partitioned() {
     stop_partitioned();
     partitioned.reset();
+    partitioned_structure.reset();
     partitioned_problem.clear();
     partitioned_chosen = false;
     partitioned_band = 1;

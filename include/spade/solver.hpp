@@ -86,10 +86,11 @@ struct SolverOptions {
   std::size_t device_memory_limit = 0;
   /// The GPU solve of a Cholesky factor also builds the partitioned inverse (solve/partitioned_inverse.hpp:
   /// tree levels merged into dense pieces whose inverses are stored, the band chosen by its cost model), as
-  /// a second plan fed on a thread of its own beside the factorization. Each sweep of it hands off once per
-  /// piece, so on a small factor its solves run faster; its pieces' inversions take longer than the
-  /// supernodes', so nothing waits for them: solves use the per-supernode plan until the partitioned one
-  /// holds the current factorization's values (SolveTimes::partitioned says which one ran; the two agree to
+  /// a second plan, chosen on a thread of its own beside the factorization and built and fed there once the
+  /// per-supernode plan holds the factor. Each sweep of it hands off once per piece, so on a small factor
+  /// its solves run faster; its pieces' inversions take longer than the supernodes', so nothing waits for
+  /// them: solves use the per-supernode plan until the partitioned one holds the current factorization's
+  /// values (SolveTimes::partitioned says which one ran; the two agree to
   /// rounding, both backward stable), and wait_for_partitioned_inverse() waits for it. Where the cost model
   /// keeps one level per piece (large factors: the merged bytes would cost more than the hand-offs save) no
   /// second plan is built. The LU's plan ignores it.
