@@ -15,7 +15,8 @@
 //     --no-partitioned-inverse), when it was ready after each factorization; the solves are timed once it
 //     is (the steady state of many solves per factorization).
 // Medians of repeated runs after warm-up. Prints one markdown table, the device and the command line;
-// --json writes the same figures for scripts/plot_benchmarks.py (drivers/bench_json.hpp).
+// --json writes the same figures for scripts/plot_benchmarks.py (drivers/bench_json.hpp). --band-sweep
+// prints instead, per matrix, the partitioned inverse's solve at every band against the band rule's estimate.
 #include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 #include <cusparse.h>
@@ -447,6 +448,48 @@ Row run_matrix(const std::string& name, double bandwidth, int threads, int reps,
   return row;
 }
 
+/// --band-sweep: the partitioned inverse's plan at every band of one matrix's factor, measured against the
+/// band rule's estimate (partition_estimate, one sweep; doubled here for the two), one right-hand side on
+/// the device, median of 20 after 3 warm-up solves (CUDA events). Prints one table row per band, up to the
+/// band that merges the whole tree into one piece.
+void band_sweep(const std::string& name, int threads) {
+  const spade::SparseMatrix A = load(name);
+  spade::AnalyzeOptions ao;
+  const auto S = spade::analyze(A, ao);
+  spade::FactorOptions fo;
+  fo.threads = threads;
+  const spade::NumericFactor F(S, A, fo);
+  const spade::SupernodalSchedule base = spade::build_schedule(*S);
+  const double bandwidth = spade::gpu_bandwidth_estimate();
+  const index_t chosen = spade::choose_partition_band(*S, base, spade::kSolveHandoffSeconds, bandwidth);
+  const index_t n = S->n;
+  const std::vector<double> b(n, 1.0);
+  DeviceVector<double> db(b);
+  for (index_t band = 1;; ++band) {
+    spade::SolveStructure structure = spade::partition_for_solve(S, band);
+    const std::shared_ptr<const spade::SymbolicFactor> T = structure.solve;
+    const double bytes = static_cast<double>(T->panel_offset.back()) * sizeof(double) +
+                         static_cast<double>(T->row_ptr.back()) * sizeof(int);
+    const double estimate = 2 * spade::partition_estimate(*S, base, band, spade::kSolveHandoffSeconds, bandwidth);
+    spade::SupernodalSchedule schedule = spade::build_schedule(*T);
+    const std::size_t tasks = schedule.tasks.size();
+    spade::GpuSolvePlan plan(std::move(structure), std::move(schedule), 1);
+    plan.begin_values();
+    plan.upload(F.values().data(), 0, S->num_supernodes - 1);
+    plan.finish_values(F.generation());
+    std::vector<double> t;
+    for (int r = 0; r < 23; ++r) {
+      SPADE_CUDA_CHECK(cudaMemcpy(db.p, b.data(), n * sizeof(double), cudaMemcpyHostToDevice));
+      plan.solve(db.p, n, db.p, n, 1, F.generation());
+      if (r >= 3) t.push_back(plan.last_forward_seconds() + plan.last_backward_seconds());
+    }
+    std::printf("| %s | %d%s | %d | %zu | %.1f | %.1f | %.1f |\n", name.c_str(), band, band == chosen ? " (chosen)" : "",
+                T->num_supernodes, tasks, bytes * 1e-6, estimate * 1e6, median(t) * 1e6);
+    std::fflush(stdout);
+    if (T->num_supernodes == 1 || band >= S->num_supernodes) break;
+  }
+}
+
 /// A row of the table as JSON (drivers/bench_json.hpp): the speedup comparisons, the floor of one solve, and
 /// the table's other figures in seconds.
 nlohmann::ordered_json row_json(const Row& r) {
@@ -506,7 +549,23 @@ int main(int argc, char** argv) {
                "the per-supernode plan alone (SolverOptions::partitioned_inverse = false)");
   std::string json_path;
   app.add_option("--json", json_path, "also write the figures as JSON to this file (drivers/bench_json.hpp)");
+  bool sweep_bands = false;
+  app.add_flag("--band-sweep", sweep_bands,
+               "instead of the table: the partitioned inverse's plan at every band of each factor, measured against "
+               "the band rule's estimate");
   CLI11_PARSE(app, argc, argv);
+  if (sweep_bands) {
+    try {
+      std::printf("device: %s\nhost threads: %d\n\n", spade::gpu_description().c_str(), threads);
+      std::printf("| matrix | band | pieces | tasks | merged MB | estimate us (both sweeps) | measured us (fwd + bwd) |\n"
+                  "|---|---|---|---|---|---|---|\n");
+      for (const std::string& name : matrices) band_sweep(name, threads);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_solve: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  }
   const bool partitioned = !no_partitioned;
   try {
     const double bandwidth = copy_bandwidth();
