@@ -451,7 +451,7 @@ Row run_matrix(const std::string& name, double bandwidth, int threads, int reps,
 /// --band-sweep: the partitioned inverse's plan at every band of one matrix's factor, measured against the
 /// band rule's estimate (partition_estimate, one sweep; doubled here for the two), one right-hand side on
 /// the device, median of 20 after 3 warm-up solves (CUDA events). Prints one table row per band, up to the
-/// band that merges the whole tree into one piece.
+/// assembly tree's depth.
 void band_sweep(const std::string& name, int threads) {
   const spade::SparseMatrix A = load(name);
   spade::AnalyzeOptions ao;
@@ -465,7 +465,15 @@ void band_sweep(const std::string& name, int threads) {
   const index_t n = S->n;
   const std::vector<double> b(n, 1.0);
   DeviceVector<double> db(b);
-  for (index_t band = 1;; ++band) {
+  // Up to the tree's depth in supernodes: beyond it every band merges the same pieces.
+  std::vector<index_t> depth(static_cast<std::size_t>(S->num_supernodes), 1);
+  index_t deepest = 1;
+  for (index_t s = S->num_supernodes - 1; s >= 0; --s) {  // parents follow their children
+    const index_t p = S->super_parent[s];
+    if (p >= 0) depth[s] = depth[p] + 1;
+    deepest = std::max(deepest, depth[s]);
+  }
+  for (index_t band = 1; band <= deepest; ++band) {
     spade::SolveStructure structure = spade::partition_for_solve(S, band);
     const std::shared_ptr<const spade::SymbolicFactor> T = structure.solve;
     const double bytes = static_cast<double>(T->panel_offset.back()) * sizeof(double) +
@@ -486,7 +494,6 @@ void band_sweep(const std::string& name, int threads) {
     std::printf("| %s | %d%s | %d | %zu | %.1f | %.1f | %.1f |\n", name.c_str(), band, band == chosen ? " (chosen)" : "",
                 T->num_supernodes, tasks, bytes * 1e-6, estimate * 1e6, median(t) * 1e6);
     std::fflush(stdout);
-    if (T->num_supernodes == 1 || band >= S->num_supernodes) break;
   }
 }
 
