@@ -307,10 +307,18 @@ std::string ready_cell(const Row& r) {
   return cell;
 }
 
+/// A matrix of ../shared/matrices by name, or a generated Laplacian: lap2d_N (5-point, N x N), lap3d_N
+/// (7-point, N^3), lap3d27_N (27-point, N^3).
 spade::SparseMatrix load(const std::string& name) {
-  if (name == "lap2d_1024") return spade::laplacian_2d(1024, 1024);
-  if (name == "lap3d_64") return spade::laplacian_3d(64, 64, 64);
-  if (name == "lap3d27_48") return spade::laplacian_3d(48, 48, 48, spade::Stencil::twenty_seven_point);
+  const auto grid = [&](const char* prefix) -> index_t {
+    const std::string p = prefix;
+    if (name.rfind(p, 0) != 0 || name.size() == p.size() || name.find_first_not_of("0123456789", p.size()) != std::string::npos)
+      return 0;
+    return static_cast<index_t>(std::stol(name.substr(p.size())));
+  };
+  if (const index_t m = grid("lap2d_")) return spade::laplacian_2d(m, m);
+  if (const index_t m = grid("lap3d_")) return spade::laplacian_3d(m, m, m);
+  if (const index_t m = grid("lap3d27_")) return spade::laplacian_3d(m, m, m, spade::Stencil::twenty_seven_point);
   return spade::read_matrix_market(spade::testing::matrix_path(name + ".mtx.gz"));
 }
 
@@ -460,7 +468,7 @@ void band_sweep(const std::string& name, int threads) {
   fo.threads = threads;
   const spade::NumericFactor F(S, A, fo);
   const spade::SupernodalSchedule base = spade::build_schedule(*S);
-  const double bandwidth = spade::gpu_bandwidth_estimate();
+  const double bandwidth = spade::kMergedBandwidthShare * spade::gpu_bandwidth_estimate();  // as the Solver
   const index_t chosen = spade::choose_partition_band(*S, base, spade::kSolveHandoffSeconds, bandwidth);
   const index_t n = S->n;
   const std::vector<double> b(n, 1.0);
@@ -546,8 +554,8 @@ int main(int argc, char** argv) {
   int threads = 16, reps = 30;
   bool no_baselines = false;
   bool no_partitioned = false;
-  app.add_option("--matrices", matrices, "matrices: files of ../shared/matrices without .mtx.gz, or lap2d_1024, "
-                                         "lap3d_64, lap3d27_48")
+  app.add_option("--matrices", matrices, "matrices: files of ../shared/matrices without .mtx.gz, or generated lap2d_N, "
+                                         "lap3d_N, lap3d27_N (N a grid side)")
       ->capture_default_str();
   app.add_option("--threads", threads, "host threads (factorization and host solve)")->capture_default_str();
   app.add_option("--reps", reps, "timed GPU solves per matrix (median)")->capture_default_str();
