@@ -468,7 +468,7 @@ void band_sweep(const std::string& name, int threads) {
   fo.threads = threads;
   const spade::NumericFactor F(S, A, fo);
   const spade::SupernodalSchedule base = spade::build_schedule(*S);
-  const double bandwidth = spade::kMergedBandwidthShare * spade::gpu_bandwidth_estimate();  // as the Solver
+  const double bandwidth = spade::gpu_bandwidth_estimate();  // as the Solver
   const index_t chosen = spade::choose_partition_band(*S, base, spade::kSolveHandoffSeconds, bandwidth);
   const index_t n = S->n;
   const std::vector<double> b(n, 1.0);

@@ -78,14 +78,6 @@ index_t choose_partition_band(const SymbolicFactor& factor, const SupernodalSche
 /// traced sweeps measured (docs/benchmarks/solve.md).
 constexpr double kSolveHandoffSeconds = 2.5e-6;
 
-/// The share of gpu_bandwidth_estimate() (0.9 of the peak) at which the sweeps stream merged pieces, as the
-/// band's cost model prices them: half. The reason, measured (bench_solve --band-sweep, every band of 14
-/// small SPD factors, docs/benchmarks/solve.md): a solve takes its estimate plus a constant (the launches)
-/// plus about as much again as the estimate's bytes term: a piece's tiles are 8 KB tasks of one warp each,
-/// a few per multiprocessor at a time, not a stream at the copy bandwidth. Priced at the full estimate, the
-/// model merged too far wherever several pieces remain.
-constexpr double kMergedBandwidthShare = 0.5;
-
 /// Host reference of the plan's upload: the factor's values (laid out by factor->panel_offset) in the
 /// solve structure's layout (solve->panel_offset): unmerged panels copied, merged ones scattered into
 /// their piece's dense panel, zeros elsewhere (above each diagonal block included).

@@ -504,8 +504,7 @@ struct Solver::Impl {
       SPADE_CUDA_CHECK(cudaSetDevice(device));
       if (!partitioned_chosen) {
         SupernodalSchedule schedule = build_schedule(*symbolic);
-        const index_t band = choose_partition_band(*symbolic, schedule, kSolveHandoffSeconds,
-                                                   kMergedBandwidthShare * gpu_bandwidth_estimate());
+        const index_t band = choose_partition_band(*symbolic, schedule, kSolveHandoffSeconds, gpu_bandwidth_estimate());
         if (band <= 1) {
           publish_choice(1, 0);
         } else {
