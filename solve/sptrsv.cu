@@ -997,13 +997,7 @@ void SptrsvPlan<T>::Impl::choose_automatic(const SptrsvOptions& options, cudaStr
   // layout does not fit, or a share of a level takes two passes for one right-hand side, the rule's
   // fallback runs instead).
   const SptrsvStats& st = analysis.stats;
-  SptrsvShape shape;
-  shape.n = st.n;
-  shape.off_diagonal_nnz = st.off_diagonal_nnz;
-  shape.levels = st.levels;
-  shape.max_rows_per_level = st.max_rows_per_level;
-  shape.max_nnz_per_row = st.max_nnz_per_row;
-  choice = sptrsv_auto_rule(shape, SptrsvDeviceModel::current());
+  choice = sptrsv_auto_rule(sptrsv_shape(st), SptrsvDeviceModel::current());
   SptrsvAlgorithm pick_one = choice.one, pick_several = choice.several;
   // levr runs on the level-ordered part where the other pick needs it anyway.
   const bool level_order = runs_in_level_order(pick_one) || (several_rhs && runs_in_level_order(pick_several));

@@ -60,6 +60,16 @@ double sptrsv_several_over_one(SptrsvAlgorithm a) {
   }
 }
 
+SptrsvShape sptrsv_shape(const SptrsvStats& stats) {
+  SptrsvShape shape;
+  shape.n = stats.n;
+  shape.off_diagonal_nnz = stats.off_diagonal_nnz;
+  shape.levels = stats.levels;
+  shape.max_rows_per_level = stats.max_rows_per_level;
+  shape.max_nnz_per_row = stats.max_nnz_per_row;
+  return shape;
+}
+
 SptrsvAutoChoice sptrsv_auto_rule(const SptrsvShape& s, const SptrsvDeviceModel& d) {
   if (s.n < 0 || s.off_diagonal_nnz < 0 || s.levels < 0 || s.max_rows_per_level < 0 || s.max_nnz_per_row < 0)
     throw InvalidInput("sptrsv_auto_rule: negative statistics (n = " + std::to_string(s.n) + ")");

@@ -666,14 +666,7 @@ SparseMatrix with_entry(const SparseMatrix& a, index_t i, index_t j) {
 /// fused's trial; passes of several run its several-right-hand-side pick or fallback.
 template <typename T>
 void expect_rule_choice(const SptrsvPlan<T>& plan, const std::string& what) {
-  const SptrsvStats& st = plan.stats();
-  SptrsvShape shape;
-  shape.n = st.n;
-  shape.off_diagonal_nnz = st.off_diagonal_nnz;
-  shape.levels = st.levels;
-  shape.max_rows_per_level = st.max_rows_per_level;
-  shape.max_nnz_per_row = st.max_nnz_per_row;
-  const SptrsvAutoChoice c = sptrsv_auto_rule(shape, SptrsvDeviceModel::current());
+  const SptrsvAutoChoice c = sptrsv_auto_rule(sptrsv_shape(plan.stats()), SptrsvDeviceModel::current());
   const SptrsvAlgorithm one = plan.algorithm(1), several = plan.algorithm(8);
   const auto trial = [&](SptrsvAlgorithm a) {
     return std::find(c.trials.begin(), c.trials.end(), a) != c.trials.end();

@@ -157,6 +157,9 @@ struct SptrsvShape {
   index_t max_nnz_per_row = 0;     ///< the longest row (off-diagonal entries)
 };
 
+/// The shape an analysis measured (its SptrsvStats' fields of the same names): what auto's rule read of it.
+SptrsvShape sptrsv_shape(const SptrsvStats& stats);
+
 /// The device properties and per-step costs of auto's cost model. The costs are those measured on an H100
 /// (132 SMs) by bench_sptrsv (docs/benchmarks/sptrsv.md, v23 tables: per-level slopes of the 2D and 3D grid
 /// series, 1,000 to 33,000 levels), the throughputs per SM so that they scale with the SM count.
