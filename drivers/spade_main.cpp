@@ -347,12 +347,18 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
     for (const spade::PhaseTime& p : r.phases)
       if (p.name == name) report.phases.push_back({p.name, p.seconds, p.gflops_per_second});
   };
-  if (r.factorization == spade::Factorization::lu) {
+  // The factorization's figures; again after the refinement when it re-analyzed an LU with another ordering.
+  const auto record_factorization = [&] {
+  const bool lu_factor = r.factorization == spade::Factorization::lu;
+  report.phases.erase(std::remove_if(report.phases.begin(), report.phases.end(),
+                                     [&](const spade::cli::Phase& p) {
+                                       return p.name == "numeric" ||
+                                              (lu_factor && (p.name == "matching" || p.name == "order" || p.name == "symbolic"));
+                                     }),
+                      report.phases.end());
+  if (lu_factor) {
     // The LU's analysis (done by analyze(), or by factorize() when `auto` left the Cholesky) replaces the
     // Cholesky's in the report.
-    report.phases.erase(std::remove_if(report.phases.begin(), report.phases.end(),
-                                       [](const spade::cli::Phase& p) { return p.name == "order" || p.name == "symbolic"; }),
-                        report.phases.end());
     phase("matching");
     phase("order");
     phase("symbolic");
@@ -378,6 +384,8 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
   s.placement_requested = o.device;
   s.gpu = r.gpu;
   s.placement_reason = r.placement_reason;
+  };
+  record_factorization();
 
   // The plain solve is timed on its own; solve_refined then starts again from B (its first solve is part of
   // the "refine" phase), so the two phases can be read separately.
@@ -389,6 +397,7 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
   spade::RefinementResult result;
   progress.run("solve with iterative refinement", [&] { result = solver.solve_refined(B.data(), n, X.data(), n, s.nrhs); });
   phase("refine");
+  if (r.factorization_reason != s.factorization_reason) record_factorization();  // an LU re-analyzed
   // The partitioned inverse's thread is joined here rather than at exit, so that the report can say when it
   // was ready (the solves above used it if it was by then).
   solver.wait_for_partitioned_inverse();
@@ -414,9 +423,12 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
     std::snprintf(line, sizeof line, "%d tiny pivots were perturbed, refinement stopped (%s) at berr = %.3g, and "
                   "kappa_1(A) * berr = %.3g", static_cast<int>(r.perturbed_pivots),
                   spade::cli::to_string(result.stop).c_str(), result.solution.berr, s.forward_error_bound);
+    const std::size_t tried = r.factorization_reason.find("(static pivoting: ");
     throw spade::NumericalError(spade::NumericalError::Kind::singular, -1,
                                 source + ": the matrix is numerically singular, or too ill-conditioned for the LU "
-                                         "with static pivoting: " + line);
+                                         "with static pivoting: " + line +
+                                    (tried == std::string::npos ? "" : "; every ordering was tried " +
+                                                                           r.factorization_reason.substr(tried)));
   }
 
   if (!o.out.empty()) {

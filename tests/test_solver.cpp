@@ -167,6 +167,74 @@ TEST(Solver, AutomaticPlacementFallsBackWithoutAGpu) {
   EXPECT_NE(testing::error_of<ResourceError>([&] { insist.factorize(A); }).find("placement gpu"), std::string::npos);
 }
 
+/// solve_refined of an LU through the facade: refined to 1e-13 with 10 steps at most, on the host.
+RefinementResult refine_lu(Solver& solver, const SparseMatrix& A) {
+  const index_t n = A.rows();
+  std::vector<double> x(n), b(n), X(n);
+  for (index_t i = 0; i < n; ++i) x[i] = 1.0 + std::sin(1.0 + i);
+  A.multiply(x.data(), b.data());
+  RefineOptions refine;
+  refine.max_steps = 10;
+  refine.tolerance = 1e-13;
+  return solver.solve_refined(b.data(), n, X.data(), n, 1, refine);
+}
+
+TEST(Solver, LuWhoseRefinementStagnatesIsTriedWithTheOtherOrderings) {
+  // nnc1374 (UMFPACK solves it): AMD's static-pivoting factor leaves 20 perturbed pivots on which GMRES-IR
+  // stagnates near berr 1e-7; METIS's and COLAMD's factors converge (docs/BENCHMARKS.md). Under the
+  // automatic ordering the facade tries them; with an ordering given it keeps that one.
+  const std::string file = "nnc1374.mtx.gz";
+  SPADE_REQUIRE_MATRIX(file);
+  const SparseMatrix A = read_matrix_market(testing::matrix_path(file));
+  SolverOptions lu = on(Placement::cpu);
+  lu.factorization = Factorization::lu;
+  Solver automatic(lu);
+  automatic.analyze(A);
+  automatic.factorize(A);
+  const RefinementResult result = refine_lu(automatic, A);
+  EXPECT_TRUE(result.converged) << automatic.report().factorization_reason;
+  EXPECT_LE(result.solution.berr, 1e-13);
+  const std::string& reason = automatic.report().factorization_reason;
+  if (reason.find("(static pivoting: ") != std::string::npos) {
+    EXPECT_NE(reason.find("converged"), std::string::npos) << reason;
+    EXPECT_NE(automatic.lu_factor().symbolic().structure->ordering, OrderingMethod::amd) << reason;
+  }
+  // Later solves use the factor that converged.
+  EXPECT_TRUE(refine_lu(automatic, A).converged);
+
+  SolverOptions given = lu;
+  given.analyze.ordering = OrderingMethod::amd;
+  Solver amd(given);
+  amd.analyze(A);
+  amd.factorize(A);
+  const RefinementResult kept = refine_lu(amd, A);
+  EXPECT_EQ(amd.report().factorization_reason.find("(static pivoting: "), std::string::npos);
+  EXPECT_EQ(amd.lu_factor().symbolic().structure->ordering, OrderingMethod::amd);
+  if (!kept.converged) {
+    EXPECT_NE(kept.stop, RefinementResult::Stop::converged);
+  }
+}
+
+TEST(Solver, LuThatNoOrderingRescuesSaysWhatWasTried) {
+  // NSR8K: every ordering leaves 600-800 perturbed pivots and refinement at berr 1 (static pivoting cannot
+  // factor it; UMFPACK's partial pivoting can): the result says it did not converge, and the report lists
+  // each ordering tried.
+  const std::string file = "NSR8K.mtx.gz";
+  SPADE_REQUIRE_MATRIX(file);
+  const SparseMatrix A = read_matrix_market(testing::matrix_path(file));
+  SolverOptions lu = on(Placement::cpu);
+  lu.factorization = Factorization::lu;
+  Solver solver(lu);
+  solver.analyze(A);
+  solver.factorize(A);
+  const RefinementResult result = refine_lu(solver, A);
+  EXPECT_FALSE(result.converged);
+  EXPECT_GT(result.solution.berr, 1e-13);
+  const std::string& reason = solver.report().factorization_reason;
+  for (const char* ordering : {"amd", "metis", "colamd"})
+    EXPECT_NE(reason.find(ordering), std::string::npos) << reason;
+}
+
 // ---- the GPU ----
 
 /// Builds a plan from scratch and uploads F's values range by range, as the facade does.

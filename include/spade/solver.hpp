@@ -193,9 +193,14 @@ class Solver {
 
   /// Solves A X = B with iterative refinement (options.refine; the rules of solve.hpp's solve_refined)
   /// against the last factorized A; an LU with perturbed pivots refines on the host with lu_solve_refined
-  /// (lu.hpp: GMRES-IR follows where they stall classical refinement), whatever the placement. B (leading dimension ldb) is not modified; X (ldx) receives the
-  /// solution; both in host or device memory as `memory` says. On the GPU the iterates stay on the device
-  /// until the end. Same errors as solve().
+  /// (lu.hpp: GMRES-IR follows where they stall classical refinement), whatever the placement. Where that
+  /// does not converge and the ordering is automatic (options.analyze.ordering empty), the LU is analyzed
+  /// and factored again with each other ordering (METIS, COLAMD, AMD) until one converges: static pivoting
+  /// finds its pivots inside the diagonal blocks that the ordering makes. The factor then stays the last
+  /// one tried (later solves use it), and report().factorization_reason lists the orderings tried and
+  /// their outcome. B (leading dimension ldb) is not modified; X (ldx) receives the solution; both in host
+  /// or device memory as `memory` says. On the GPU the iterates stay on the device until the end. Same
+  /// errors as solve(), and as factorize() while trying the other orderings.
   RefinementResult solve_refined(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs,
                                  Memory memory = Memory::host);
   /// The same with these refinement options instead of options().refine.
