@@ -56,7 +56,8 @@ inline const char* const kLuMatrices[] = {
 // thread count (the subtrees' schedule), and with it which system converges: on the 2-core machine A^T X = B
 // converges and A X = B stagnates at berr 4e-6; at 16 threads (the GPU machine's host) A X = B converges
 // and A^T X = B stagnates at 9e-8. Where a system "may stagnate", the test demands an honest outcome:
-// converged to the target, or a result that says it did not converge.
+// converged to the target, or a result that says it did not converge. (Through the Solver, whose automatic
+// ordering tries the others when refinement stagnates, nnc1374 converges: test_solver.)
 struct PerturbedCase {
   const char* file;
   bool converges, transposed_converges;  ///< true: must converge; false: may stagnate (and must say so)
