@@ -179,60 +179,52 @@ RefinementResult refine_lu(Solver& solver, const SparseMatrix& A) {
   return solver.solve_refined(b.data(), n, X.data(), n, 1, refine);
 }
 
+/// A facade with the LU of A analyzed and factored on the host, with `ordering` (empty: automatic).
+std::unique_ptr<Solver> host_lu_solver(const SparseMatrix& A, std::optional<OrderingMethod> ordering = {}) {
+  SolverOptions options = on(Placement::cpu);
+  options.factorization = Factorization::lu;
+  options.analyze.ordering = ordering;
+  auto solver = std::make_unique<Solver>(options);
+  solver->analyze(A);
+  solver->factorize(A);
+  return solver;
+}
+
 TEST(Solver, LuWhoseRefinementStagnatesIsTriedWithTheOtherOrderings) {
   // nnc1374 (UMFPACK solves it): AMD's static-pivoting factor leaves 20 perturbed pivots on which GMRES-IR
   // stagnates near berr 1e-7; METIS's and COLAMD's factors converge (docs/BENCHMARKS.md). Under the
-  // automatic ordering the facade tries them; with an ordering given it keeps that one.
-  const std::string file = "nnc1374.mtx.gz";
-  SPADE_REQUIRE_MATRIX(file);
-  const SparseMatrix A = read_matrix_market(testing::matrix_path(file));
-  SolverOptions lu = on(Placement::cpu);
-  lu.factorization = Factorization::lu;
-  Solver automatic(lu);
-  automatic.analyze(A);
-  automatic.factorize(A);
-  const RefinementResult result = refine_lu(automatic, A);
-  EXPECT_TRUE(result.converged) << automatic.report().factorization_reason;
+  // automatic ordering the facade tries them; with an ordering given it keeps that one. NSR8K: every
+  // ordering leaves 600-800 perturbed pivots and berr 1 (UMFPACK's partial pivoting solves it): the result
+  // says it did not converge, and the report lists each ordering tried.
+  for (const char* file : {"nnc1374.mtx.gz", "NSR8K.mtx.gz"}) SPADE_REQUIRE_MATRIX(file);
+  const SparseMatrix A = read_matrix_market(testing::matrix_path("nnc1374.mtx.gz"));
+  const auto automatic = host_lu_solver(A);
+  const RefinementResult result = refine_lu(*automatic, A);
+  const std::string& reason = automatic->report().factorization_reason;
+  EXPECT_TRUE(result.converged) << reason;
   EXPECT_LE(result.solution.berr, 1e-13);
-  const std::string& reason = automatic.report().factorization_reason;
   if (reason.find("(static pivoting: ") != std::string::npos) {
     EXPECT_NE(reason.find("converged"), std::string::npos) << reason;
-    EXPECT_NE(automatic.lu_factor().symbolic().structure->ordering, OrderingMethod::amd) << reason;
+    EXPECT_NE(automatic->lu_factor().symbolic().structure->ordering, OrderingMethod::amd) << reason;
   }
-  // Later solves use the factor that converged.
-  EXPECT_TRUE(refine_lu(automatic, A).converged);
+  EXPECT_TRUE(refine_lu(*automatic, A).converged) << "later solves use the factor that converged";
 
-  SolverOptions given = lu;
-  given.analyze.ordering = OrderingMethod::amd;
-  Solver amd(given);
-  amd.analyze(A);
-  amd.factorize(A);
-  const RefinementResult kept = refine_lu(amd, A);
-  EXPECT_EQ(amd.report().factorization_reason.find("(static pivoting: "), std::string::npos);
-  EXPECT_EQ(amd.lu_factor().symbolic().structure->ordering, OrderingMethod::amd);
+  const auto given = host_lu_solver(A, OrderingMethod::amd);
+  const RefinementResult kept = refine_lu(*given, A);
+  EXPECT_EQ(given->report().factorization_reason.find("(static pivoting: "), std::string::npos);
+  EXPECT_EQ(given->lu_factor().symbolic().structure->ordering, OrderingMethod::amd);
   if (!kept.converged) {
     EXPECT_NE(kept.stop, RefinementResult::Stop::converged);
   }
-}
 
-TEST(Solver, LuThatNoOrderingRescuesSaysWhatWasTried) {
-  // NSR8K: every ordering leaves 600-800 perturbed pivots and refinement at berr 1 (static pivoting cannot
-  // factor it; UMFPACK's partial pivoting can): the result says it did not converge, and the report lists
-  // each ordering tried.
-  const std::string file = "NSR8K.mtx.gz";
-  SPADE_REQUIRE_MATRIX(file);
-  const SparseMatrix A = read_matrix_market(testing::matrix_path(file));
-  SolverOptions lu = on(Placement::cpu);
-  lu.factorization = Factorization::lu;
-  Solver solver(lu);
-  solver.analyze(A);
-  solver.factorize(A);
-  const RefinementResult result = refine_lu(solver, A);
-  EXPECT_FALSE(result.converged);
-  EXPECT_GT(result.solution.berr, 1e-13);
-  const std::string& reason = solver.report().factorization_reason;
+  const SparseMatrix N = read_matrix_market(testing::matrix_path("NSR8K.mtx.gz"));
+  const auto hopeless = host_lu_solver(N);
+  const RefinementResult none = refine_lu(*hopeless, N);
+  EXPECT_FALSE(none.converged);
+  EXPECT_GT(none.solution.berr, 1e-13);
   for (const char* ordering : {"amd", "metis", "colamd"})
-    EXPECT_NE(reason.find(ordering), std::string::npos) << reason;
+    EXPECT_NE(hopeless->report().factorization_reason.find(ordering), std::string::npos)
+        << hopeless->report().factorization_reason;
 }
 
 // ---- the GPU ----
