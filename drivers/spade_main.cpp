@@ -349,41 +349,41 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
   };
   // The factorization's figures; again after the refinement when it re-analyzed an LU with another ordering.
   const auto record_factorization = [&] {
-  const bool lu_factor = r.factorization == spade::Factorization::lu;
-  report.phases.erase(std::remove_if(report.phases.begin(), report.phases.end(),
-                                     [&](const spade::cli::Phase& p) {
-                                       return p.name == "numeric" ||
-                                              (lu_factor && (p.name == "matching" || p.name == "order" || p.name == "symbolic"));
-                                     }),
-                      report.phases.end());
-  if (lu_factor) {
-    // The LU's analysis (done by analyze(), or by factorize() when `auto` left the Cholesky) replaces the
-    // Cholesky's in the report.
-    phase("matching");
-    phase("order");
-    phase("symbolic");
-    const spade::LuSymbolic& lu = solver.lu_factor().symbolic();
-    spade::cli::AnalysisSummary a;
-    a.ordering_requested = o.ordering;
-    a.ordering = spade::to_string(lu.structure->ordering);
-    a.lu = true;
-    a.supernodes = lu.structure->num_supernodes;
-    a.nnz_l = lu.nnz_lu;
-    a.fill_ratio = static_cast<double>(lu.nnz_lu) / static_cast<double>(std::max<offset_t>(A.nnz(), 1));
-    a.flops = lu.flops;
-    a.solve_flops = lu.solve_flops;
-    report.analysis = a;
-  }
-  phase("numeric");
-  s.factorization_requested = o.factorization;
-  s.factorization = spade::to_string(r.factorization);
-  s.factorization_reason = r.factorization_reason;
-  s.perturbed_pivots = r.perturbed_pivots;
-  s.openmp_threads = r.threads;
-  s.blas_threads = r.threads;
-  s.placement_requested = o.device;
-  s.gpu = r.gpu;
-  s.placement_reason = r.placement_reason;
+    const bool lu_factor = r.factorization == spade::Factorization::lu;
+    report.phases.erase(std::remove_if(report.phases.begin(), report.phases.end(),
+                                       [&](const spade::cli::Phase& p) {
+                                         return p.name == "numeric" ||
+                                                (lu_factor && (p.name == "matching" || p.name == "order" || p.name == "symbolic"));
+                                       }),
+                        report.phases.end());
+    if (lu_factor) {
+      // The LU's analysis (done by analyze(), or by factorize() when `auto` left the Cholesky) replaces the
+      // Cholesky's in the report.
+      phase("matching");
+      phase("order");
+      phase("symbolic");
+      const spade::LuSymbolic& lu = solver.lu_factor().symbolic();
+      spade::cli::AnalysisSummary a;
+      a.ordering_requested = o.ordering;
+      a.ordering = spade::to_string(lu.structure->ordering);
+      a.lu = true;
+      a.supernodes = lu.structure->num_supernodes;
+      a.nnz_l = lu.nnz_lu;
+      a.fill_ratio = static_cast<double>(lu.nnz_lu) / static_cast<double>(std::max<offset_t>(A.nnz(), 1));
+      a.flops = lu.flops;
+      a.solve_flops = lu.solve_flops;
+      report.analysis = a;
+    }
+    phase("numeric");
+    s.factorization_requested = o.factorization;
+    s.factorization = spade::to_string(r.factorization);
+    s.factorization_reason = r.factorization_reason;
+    s.perturbed_pivots = r.perturbed_pivots;
+    s.openmp_threads = r.threads;
+    s.blas_threads = r.threads;
+    s.placement_requested = o.device;
+    s.gpu = r.gpu;
+    s.placement_reason = r.placement_reason;
   };
   record_factorization();
 

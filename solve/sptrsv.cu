@@ -1091,9 +1091,9 @@ void SptrsvPlan<T>::Impl::measure(const SptrsvOptions& options, double analysis_
   // with its prediction). Several are judged on passes of kRhsPerPass: a winner other than the own pick is
   // timed on such a pass and runs them unless the own pick for several was timed as level_block (a block
   // per right-hand side, a pass of 8 in the time of one) and is faster. Predictions do not compete for
-  // several here: on these triangles level_block's and levr's ran 1.6-2.7 times behind the measured
-  // passes, and the ratio of a pass of 8 to one of the fused kernels varies from 1.5 to 3.3
-  // (docs/benchmarks/sptrsv.md).
+  // several here: on these triangles level_block's and levr's predictions fell well short of the measured
+  // passes, and the ratio of a pass of 8 to one of the fused kernels varies widely from one triangle to
+  // the next (docs/benchmarks/sptrsv.md).
   using Clock = std::chrono::steady_clock;
   const auto begin = Clock::now();
   const auto elapsed_ms = [&] { return std::chrono::duration<double, std::milli>(Clock::now() - begin).count(); };
