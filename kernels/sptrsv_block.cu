@@ -33,10 +33,14 @@
 // in the levels just before it, which the ring still holds; older ones are read from the solution buffer y
 // in device memory, written by the same block (visible after __syncthreads).
 //
-// A row is solved by V lanes (V a power of two up to 32, from the entries per row), each taking every V-th
-// entry, then a reduction over the V lanes. The plan stores the inverse of the diagonal, so a row ends
-// with a multiplication instead of a division on the critical path. There is no spin-wait: the kernel
-// cannot hang.
+// A row is solved by V lanes, each taking every V-th entry, then a reduction over the V lanes. V is a
+// power of two up to 32 with kLevelBlockEntries entries per lane for the mean over the levels of each
+// level's longest row: a level lasts as long as its longest row, so the mean row undercounts where row
+// lengths are skewed (a factor's dense rows beside short ones). A level too wide for one pass of the block
+// at that many lanes counts for less (level_pack_sizes_kernel): there passes, not rows, set its time
+// (H100, docs/benchmarks/sptrsv.md, "level_block's lanes per row"). The plan stores the inverse of the
+// diagonal, so a row ends with a multiplication instead of a division on the critical path. There is no
+// spin-wait: the kernel cannot hang.
 //
 // Many right-hand sides: a thread block per right-hand side, each on its own SM walking every level with
 // its own copies of the levels (block_column). A level's cost is its chain of dependent instructions, not
@@ -310,7 +314,7 @@ bool launch_staged(const LevelPack<T>& pack, T* y, const RhsPass<T>& rhs, cudaSt
   const Layout lay = plan_layout<T>(pack.n, pack.max_rows, pack.max_bytes, budget);
   if (lay.stage_bytes < pack.max_bytes || pack.n > static_cast<long long>(kStagedRowsPerLevel) * pack.nlev)
     return false;
-  switch (lanes_per_row(pack.entries_per_row)) {
+  switch (lanes_per_row(pack.longest_row)) {
     case 1: launch<T, 1>(pack, lay, budget, y, rhs, stream); break;
     case 2: launch<T, 2>(pack, lay, budget, y, rhs, stream); break;
     case 4: launch<T, 4>(pack, lay, budget, y, rhs, stream); break;
@@ -321,12 +325,26 @@ bool launch_staged(const LevelPack<T>& pack, T* y, const RhsPass<T>& rhs, cudaSt
   return true;
 }
 
+/// A warp per level: the level's descriptor and size, and the entries that set its lanes per row added to
+/// *longest_rows: its longest row, but no more than kLevelBlockEntries per lane of a block whose threads
+/// each take one lane of the level's rows (a wider level takes several passes, each as long as its
+/// longest row, so more lanes per row only add passes there).
 template <typename T>
 __global__ void level_pack_sizes_kernel(int nlev, const std::int32_t* level_ptr, const std::int32_t* ptr,
-                                        LevelDesc* desc, std::int32_t* chunks, int* max_chunks) {
-  const int m = blockIdx.x * blockDim.x + threadIdx.x;
-  if (m >= nlev) return;
+                                        LevelDesc* desc, std::int32_t* chunks, int* max_chunks,
+                                        unsigned long long* longest_rows) {
+  const long long warp = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (warp >= nlev) return;
+  const int m = static_cast<int>(warp);
   const long long first = level_ptr[m], rows = level_ptr[m + 1] - first;
+  int longest = 0;
+  for (long long i = first + lane; i < first + rows; i += kWarpSize) longest = max(longest, ptr[i + 1] - ptr[i]);
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
+    longest = max(longest, __shfl_xor_sync(kFullMask, longest, offset));
+  if (lane != 0) return;
+  const long long one_pass = static_cast<long long>(kLevelBlockEntries) * kLevelBlockMaxThreads / max(rows, 1LL);
+  atomicAdd(longest_rows, static_cast<unsigned long long>(min(static_cast<long long>(longest), one_pass)));
   const long long entries = ptr[first + rows] - ptr[first];
   LevelDesc d;
   d.first_row = static_cast<std::int32_t>(first);
@@ -380,10 +398,11 @@ __global__ void level_pack_fill_kernel(LowerPart<T> L, const std::int32_t* offse
 
 template <typename T>
 void level_pack_sizes(int nlev, const std::int32_t* level_ptr, const std::int32_t* ptr, LevelDesc* desc,
-                      std::int32_t* chunks, int* max_chunks, cudaStream_t stream) {
+                      std::int32_t* chunks, int* max_chunks, unsigned long long* longest_rows,
+                      cudaStream_t stream) {
   if (nlev == 0) return;
-  level_pack_sizes_kernel<T><<<blocks_for(nlev, kBlockThreads), kBlockThreads, 0, stream>>>(nlev, level_ptr, ptr, desc,
-                                                                                            chunks, max_chunks);
+  level_pack_sizes_kernel<T><<<blocks_for(static_cast<long long>(nlev) * kWarpSize, kBlockThreads), kBlockThreads, 0,
+                               stream>>>(nlev, level_ptr, ptr, desc, chunks, max_chunks, longest_rows);
   check_launch("level_pack_sizes_kernel");
 }
 
@@ -400,12 +419,12 @@ void solve_level_block(const LevelPack<T>& pack, const LowerPart<T>& L, const st
                        const RhsPass<T>& rhs, cudaStream_t stream) {
   if (pack.n == 0 || pack.nlev == 0) return;
   if (!launch_staged(pack, y, rhs, stream))
-    solve_level_block_direct(L, level_ptr, pack.nlev, pack.max_rows, pack.entries_per_row, y, rhs, stream);
+    solve_level_block_direct(L, level_ptr, pack.nlev, pack.max_rows, pack.longest_row, y, rhs, stream);
 }
 
 #define SPADE_LEVEL_BLOCK(T)                                                                                      \
   template void level_pack_sizes<T>(int, const std::int32_t*, const std::int32_t*, LevelDesc*, std::int32_t*,     \
-                                    int*, cudaStream_t);                                                         \
+                                    int*, unsigned long long*, cudaStream_t);                                    \
   template void level_pack_fill<T>(const LowerPart<T>&, int, const std::int32_t*, LevelDesc*, unsigned char*,    \
                                    cudaStream_t);                                                                \
   template void solve_level_block<T>(const LevelPack<T>&, const LowerPart<T>&, const std::int32_t*, T*,            \

@@ -57,17 +57,20 @@ __device__ inline void finish_row(const Ring<T>& ring, T* y, bool write_y, const
 }
 
 /// The sum of the entries k = begin, begin + V, ... < end (columns ind[k], values val[k]) times the
-/// solution of their columns, for a reader in a level ending at row level_end.
+/// solution of their columns, for a reader in a level ending at row level_end. Unrolled so that the loads
+/// of several entries are in flight at once: a long row's entries are on its level's critical path.
 template <typename T, int V>
 __device__ inline T add_entries(const index_t* ind, const T* val, const Ring<T>& ring, index_t begin, index_t end,
                                 index_t level_end) {
   T sum = T(0);
+#pragma unroll 4
   for (index_t k = begin; k < end; k += V) sum += val[k] * ring.get(ind[k], level_end);
   return sum;
 }
 
-/// Lanes per row for a mean of `entries_per_row` off-diagonal entries: a power of two <= 32, enough for
-/// kLevelBlockEntries entries per lane.
+/// Lanes per row for rows of `entries_per_row` off-diagonal entries: a power of two <= 32, enough for
+/// kLevelBlockEntries entries per lane. level_block passes the mean of each level's longest row (a level
+/// waits for its longest row; LevelPack::longest_row); cluster the mean row.
 inline int lanes_per_row(double entries_per_row) {
   int lanes = 1;
   while (lanes < kWarpSize && lanes * kLevelBlockEntries < entries_per_row) lanes *= 2;
@@ -88,6 +91,6 @@ inline int shared_budget() {
 /// registers one or two levels ahead, a block per right-hand side (y: rhs.nr columns of n).
 template <typename T>
 void solve_level_block_direct(const LowerPart<T>& L, const std::int32_t* level_ptr, int nlev, int max_rows,
-                              double entries_per_row, T* y, const RhsPass<T>& rhs, cudaStream_t stream);
+                              double longest_row, T* y, const RhsPass<T>& rhs, cudaStream_t stream);
 
 }  // namespace spade::kernels::sptrsv

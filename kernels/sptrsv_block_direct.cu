@@ -131,9 +131,9 @@ void launch(const LowerPart<T>& L, const std::int32_t* level_ptr, int nlev, int 
 
 template <typename T>
 void solve_level_block_direct(const LowerPart<T>& L, const std::int32_t* level_ptr, int nlev, int max_rows,
-                              double entries_per_row, T* y, const RhsPass<T>& rhs, cudaStream_t stream) {
+                              double longest_row, T* y, const RhsPass<T>& rhs, cudaStream_t stream) {
   if (L.n == 0 || nlev == 0) return;
-  switch (lanes_per_row(entries_per_row)) {
+  switch (lanes_per_row(longest_row)) {
     case 1: launch<T, 1>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
     case 2: launch<T, 2>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;
     case 4: launch<T, 4>(L, level_ptr, nlev, max_rows, y, rhs, stream); break;

@@ -328,15 +328,19 @@ struct LevelPack {
   const unsigned char* data;  ///< 16-byte aligned
   int max_rows;               ///< the widest level (sets the block size)
   int max_bytes;              ///< the largest level's region (sets the stage size)
-  double entries_per_row;     ///< mean off-diagonal entries per row (sets the lanes per row)
+  double longest_row;         ///< mean over the levels of each level's longest row, in off-diagonal
+                              ///< entries, capped where a level takes several passes (level_pack_sizes):
+                              ///< sets the lanes per row, as a level waits for its longest row
 };
 
 /// Sizes of the packed levels of the part with row pointers ptr and levels level_ptr (nlev + 1 entries):
 /// every field of desc[m] but chunk, chunks[m] = 16-byte chunks of level m, *max_chunks := max (a level
-/// of 2^31 bytes or more gives INT_MAX).
+/// of 2^31 bytes or more gives INT_MAX), *longest_rows += each level's longest row (entries), at most
+/// kLevelBlockEntries * kLevelBlockMaxThreads / (the level's rows).
 template <typename T>
 void level_pack_sizes(int nlev, const std::int32_t* level_ptr, const std::int32_t* ptr, LevelDesc* desc,
-                      std::int32_t* chunks, int* max_chunks, cudaStream_t stream);
+                      std::int32_t* chunks, int* max_chunks, unsigned long long* longest_rows,
+                      cudaStream_t stream);
 /// Fills the packed levels from the part L (level order, L.perm given) at the chunk offsets (the exclusive
 /// scan of level_pack_sizes' chunks) and sets desc[m].chunk = offsets[m]; run again after the values change.
 template <typename T>

@@ -162,6 +162,7 @@ class SyncOnThrow {
 /// the level analysis' kernels (each algorithm's solves have their own, SolveWords).
 struct Control {
   unsigned long long bad;
+  unsigned long long level_longest_rows;  // level_block's build: the sum over levels of each one's longest row
   int zero_row;
   int m;
   int max_level;
@@ -780,7 +781,9 @@ struct LevelBlock : StateBase<T> {
     y[0] = mem.at<T>(o_y0);
     if (several) y[1] = mem.at<T>(o_y8);
     SPADE_CUDA_CHECK(cudaMemsetAsync(&a.control->max_level_chunks, 0, sizeof(int), stream));
-    ks::level_pack_sizes<T>(nlev, level_ptr, part.ptr, desc, a.work, &a.control->max_level_chunks, stream);
+    SPADE_CUDA_CHECK(cudaMemsetAsync(&a.control->level_longest_rows, 0, sizeof(unsigned long long), stream));
+    ks::level_pack_sizes<T>(nlev, level_ptr, part.ptr, desc, a.work, &a.control->max_level_chunks,
+                            &a.control->level_longest_rows, stream);
     ks::exclusive_scan(nlev, a.work, offsets, a.temp, a.temp_bytes, stream);
     std::int32_t chunks = 0;
     SPADE_CUDA_CHECK(cudaMemcpyAsync(&chunks, offsets + nlev, sizeof(chunks), cudaMemcpyDeviceToHost, stream));
@@ -796,7 +799,8 @@ struct LevelBlock : StateBase<T> {
     // The padding is copied into shared memory with the data, never read: zero it once.
     SPADE_CUDA_CHECK(cudaMemsetAsync(bytes, 0, std::size_t(chunks) * 16, stream));
     ks::level_pack_fill(this->L, nlev, offsets, desc, bytes, stream);
-    pack = {n, nlev, desc, bytes, a.stats.max_rows_per_level, c.max_level_chunks * 16, a.stats.nnz_per_row};
+    const double longest_row = nlev > 0 ? double(c.level_longest_rows) / nlev : 0.0;
+    pack = {n, nlev, desc, bytes, a.stats.max_rows_per_level, c.max_level_chunks * 16, longest_row};
   }
   SptrsvAlgorithm algorithm() const { return SptrsvAlgorithm::level_block; }
   void solve(const ks::RhsPass<T>& rhs, int w, cudaStream_t stream) {
