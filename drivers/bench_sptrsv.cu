@@ -260,6 +260,7 @@ struct Result {
 struct Row {
   std::string name;
   spade::SptrsvStats stats;
+  spade::SptrsvStats auto_stats;  // auto's plan: its trials
   std::int64_t nnz = 0;
   double floor = 0, floor8 = 0;
   Result cusparse;
@@ -403,7 +404,7 @@ Row run_matrix(const std::string& name, const HostCsr& L, double bandwidth, cusp
     const spade::SptrsvStats got = measure(a, row.ours.back());
     if (a == SptrsvAlgorithm::levr) row.stats = got;  // the level sets' statistics
   }
-  if (time_auto) measure(SptrsvAlgorithm::automatic, row.automatic);
+  if (time_auto) row.auto_stats = measure(SptrsvAlgorithm::automatic, row.automatic);
   if (row.stats.n == 0) {  // levr not timed: its plan still gives the level sets' statistics
     spade::SptrsvOptions options;
     options.algorithm = SptrsvAlgorithm::levr;
@@ -702,8 +703,9 @@ int main(int argc, char** argv) {
       for (std::size_t a = 0; a < timed_algorithms.size(); ++a)
         std::fprintf(stderr, " %s %.4f/%.4f (analysis %.3f)%s", spade::to_string(timed_algorithms[a]), r.ours[a].solve,
                      r.ours[a].solve8, r.ours[a].analysis, r.ours[a].ok ? "" : " WRONG");
-      std::fprintf(stderr, "; auto=%s/%s %.4f/%.4f (analysis %.3f)\n", spade::to_string(r.automatic.choice),
-                   spade::to_string(r.automatic.choice8), r.automatic.solve, r.automatic.solve8, r.automatic.analysis);
+      std::fprintf(stderr, "; auto=%s/%s %.4f/%.4f (analysis %.3f, %d trials in %.3f)\n",
+                   spade::to_string(r.automatic.choice), spade::to_string(r.automatic.choice8), r.automatic.solve,
+                   r.automatic.solve8, r.automatic.analysis, r.auto_stats.auto_trials, r.auto_stats.auto_trial_ms);
     };
     auto add = [&](const std::string& name, const std::function<spade::SparseMatrix()>& make) {
       if (!wanted(name)) return;
