@@ -259,13 +259,13 @@ constexpr double kSptrsvSplitMeanRow = 16.0;
 constexpr index_t kSptrsvTrialLevels = 32;
 /// The most candidates auto times.
 constexpr int kSptrsvMaxTrials = 3;
-/// auto's trial budget: a trial (building the candidate, one warm-up and one timed solve of a zero
-/// right-hand side, CUDA events on the plan's stream) starts only while the trials so far took less than
-/// this times the analysis before them (host wall clock), so auto's analysis stays below about
-/// (1 + kSptrsvTrialBudget) times its own plus one trial. The reason: on every triangle with rows that
-/// long in the evaluation, cuSPARSE's analysis took 2.7 to 31 times auto's, and a trial costs less than
-/// one named analysis (the candidate is built on auto's own validated triangle and level sets) plus two
-/// solves.
+/// auto's trial budget: a trial (building the candidate and one timed solve of a zero right-hand side,
+/// CUDA events on the plan's stream, after an untimed one where the process has not run that algorithm
+/// before) starts only while the trials so far took less than this times the analysis before them (host
+/// wall clock), so auto's analysis stays below about (1 + kSptrsvTrialBudget) times its own plus one
+/// trial. The reason: on every triangle with rows that long in the evaluation, cuSPARSE's analysis took
+/// 2.7 to 31 times auto's, and a trial costs less than one named analysis (the candidate is built on
+/// auto's own validated triangle and level sets) plus a solve or two.
 constexpr double kSptrsvTrialBudget = 2.0;
 
 /// The reusable analysis of one triangle for one algorithm: a move-only owner of device memory.
