@@ -6,12 +6,6 @@
 
 namespace spade::kernels::sptrsv {
 
-/// Entries per lane of a row read into registers before the row's level; the rest come when it is solved.
-constexpr int kLevelBlockEntries = 4;
-
-/// The threads of a block.
-constexpr int kLevelBlockMaxThreads = 1024;
-
 /// The columns of a multi-rhs pass (RhsPass) that the kernels solve, one per thread block: block c takes
 /// right-hand side c (b, x and y offset by c columns), so the right-hand sides run side by side on
 /// separate SMs at the speed of one, each block walking every level.
@@ -66,15 +60,6 @@ __device__ inline T add_entries(const index_t* ind, const T* val, const Ring<T>&
 #pragma unroll 4
   for (index_t k = begin; k < end; k += V) sum += val[k] * ring.get(ind[k], level_end);
   return sum;
-}
-
-/// Lanes per row for rows of `entries_per_row` off-diagonal entries: a power of two <= 32, enough for
-/// kLevelBlockEntries entries per lane. level_block passes the mean of each level's longest row (a level
-/// waits for its longest row; LevelPack::longest_row); cluster the mean row.
-inline int lanes_per_row(double entries_per_row) {
-  int lanes = 1;
-  while (lanes < kWarpSize && lanes * kLevelBlockEntries < entries_per_row) lanes *= 2;
-  return lanes;
 }
 
 /// The largest dynamic shared memory a block may ask for on the current device (bytes).

@@ -319,6 +319,22 @@ struct alignas(16) LevelDesc {
   std::int32_t caller, inv_diag, ind, val;
 };
 
+/// level_block: entries per lane of a row read into registers before the row's level; the rest come when
+/// it is solved.
+constexpr int kLevelBlockEntries = 4;
+
+/// level_block: the threads of a block.
+constexpr int kLevelBlockMaxThreads = 1024;
+
+/// Lanes per row for rows of `entries_per_row` off-diagonal entries: a power of two <= 32, enough for
+/// kLevelBlockEntries entries per lane. level_block passes the mean of each level's longest row (a level
+/// waits for its longest row; LevelPack::longest_row); cluster the mean row.
+inline int lanes_per_row(double entries_per_row) {
+  int lanes = 1;
+  while (lanes < kWarpSize && lanes * kLevelBlockEntries < entries_per_row) lanes *= 2;
+  return lanes;
+}
+
 /// level_block's packed copy of the part, device memory: nlev descriptors and the regions they describe.
 template <typename T>
 struct LevelPack {

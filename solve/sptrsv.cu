@@ -802,6 +802,7 @@ struct LevelBlock : StateBase<T> {
     ks::level_pack_fill(this->L, nlev, offsets, desc, bytes, stream);
     const double longest_row = nlev > 0 ? double(c.level_longest_rows) / nlev : 0.0;
     pack = {n, nlev, desc, bytes, a.stats.max_rows_per_level, c.max_level_chunks * 16, longest_row};
+    a.stats.level_block_lanes = ks::lanes_per_row(longest_row);
   }
   SptrsvAlgorithm algorithm() const { return SptrsvAlgorithm::level_block; }
   void solve(const ks::RhsPass<T>& rhs, int w, cudaStream_t stream) {

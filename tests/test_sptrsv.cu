@@ -845,6 +845,85 @@ TEST(Sptrsv, LevelSetsMatchTheHost) {
   }
 }
 
+/// level_block's lanes per row as SptrsvStats::level_block_lanes states them, from the host's level sets
+/// of L (diagonal stored): 4 entries a lane for the mean over the levels of each level's longest row, a
+/// level of r rows counting at most 4096 / r entries.
+int host_level_block_lanes(const SparseMatrix& L) {
+  const index_t n = L.cols();
+  std::vector<index_t> level(n, 0), length(n, 0);
+  for (index_t j = 0; j < n; ++j)
+    for (offset_t k = L.col_ptr()[j]; k < L.col_ptr()[j + 1]; ++k)
+      if (const index_t i = L.row_ind()[k]; i > j) level[i] = std::max(level[i], level[j] + 1), ++length[i];
+  const index_t count = n == 0 ? 0 : *std::max_element(level.begin(), level.end()) + 1;
+  std::vector<long long> rows(count, 0), longest(count, 0);
+  for (index_t i = 0; i < n; ++i) {
+    ++rows[level[i]];
+    longest[level[i]] = std::max<long long>(longest[level[i]], length[i]);
+  }
+  long long sum = 0;
+  for (index_t l = 0; l < count; ++l) sum += std::min(longest[l], 4096 / rows[l]);
+  const double mean = count > 0 ? double(sum) / count : 0.0;
+  int lanes = 1;
+  while (lanes < 32 && lanes * 4 < mean) lanes *= 2;
+  return lanes;
+}
+
+/// Rows [0, n) on the diagonal only, rows [n, 2n) each with `wide` entries in the first half: two levels
+/// of n rows, the second of long rows (bandwidth-free, so the levels stay that wide).
+SparseMatrix two_wide_levels(index_t n, int wide, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::int64_t> rows, cols;
+  for (index_t i = 0; i < 2 * n; ++i) {
+    rows.push_back(i), cols.push_back(i);
+    if (i >= n)
+      for (int e = 0; e < wide; ++e)
+        rows.push_back(i), cols.push_back(std::uniform_int_distribution<index_t>(0, n - 1)(rng));
+  }
+  return SparseMatrix::from_triplets(2 * n, 2 * n, rows, cols, std::vector<double>(rows.size(), 1.0));
+}
+
+/// A lower band: row i holds columns i - band .. i (one row per level, each `band` long but the first).
+SparseMatrix lower_band(index_t n, index_t band) {
+  std::vector<std::int64_t> rows, cols;
+  for (index_t i = 0; i < n; ++i)
+    for (index_t j = std::max<index_t>(0, i - band); j <= i; ++j) rows.push_back(i), cols.push_back(j);
+  return SparseMatrix::from_triplets(n, n, rows, cols, std::vector<double>(rows.size(), 1.0));
+}
+
+// level_block's lanes per row follow the longest row of each level: few on short rows and on wide levels
+// (two levels of 2,000 rows, the second of rows of 100 entries: 1 lane, where the mean longest row would
+// ask for 16), a warp where a triangle's rows are long (a dense triangle), 16 on a band of 60.
+TEST(Sptrsv, LevelBlockLanesFollowTheLongestRows) {
+  SPADE_REQUIRE_GPU();
+  const std::vector<SparseMatrix> patterns = {dense_lower(300),
+                                              lower_band(2000, 60),
+                                              two_wide_levels(2000, 100, 6),
+                                              laplacian_2d(120, 90, Stencil::nine_point),
+                                              laplacian_3d(40, 40, 40, Stencil::twenty_seven_point),
+                                              chain_with_long_rows(5000, 40, 4),
+                                              chain_with_long_rows(3000, 200, 5),
+                                              random_chain(3000, 4, 7),
+                                              diagonal(1000)};
+  SptrsvOptions options;
+  options.algorithm = SptrsvAlgorithm::level_block;
+  std::vector<int> seen;
+  for (std::size_t pi = 0; pi < patterns.size(); ++pi) {
+    const Triangle t = make_triangle(patterns[pi], 90 + pi);
+    const int lanes = host_level_block_lanes(t.lower);
+    seen.push_back(lanes);
+    for (SparseFormat f : {SparseFormat::csr, SparseFormat::csc}) {
+      const Variant v{f, TriangleKind::lower, DiagonalKind::non_unit};
+      const DeviceMatrix<double> m(t, v);
+      const SptrsvPlan<double> plan(m.view, options);
+      EXPECT_EQ(plan.stats().level_block_lanes, lanes) << "matrix " << pi << describe(options.algorithm, v, 1);
+    }
+  }
+  EXPECT_EQ(seen[0], 32);      // the dense triangle: rows of up to 299 entries, one per level
+  EXPECT_EQ(seen[1], 16);      // the band
+  EXPECT_EQ(seen[2], 1);       // the two wide levels
+  EXPECT_EQ(seen.back(), 1);   // the diagonal
+}
+
 // A 7-point grid of about 1,200 rows per level (178 levels): auto's choice is one the rule allows, its
 // solves right for 1, 8, 9 and 16 right-hand sides.
 TEST(Sptrsv, AutoOnWideLevels) {

@@ -143,6 +143,10 @@ struct SptrsvStats {
   index_t levels = 0;      ///< length of the longest dependency chain (level sets of Kahn's sort)
   index_t max_rows_per_level = 0;
   double rows_per_level = 0;  ///< n / levels
+  /// level_block's lanes per row where the plan built level_block (0 otherwise): the power of two <= 32
+  /// that gives 4 entries a lane to the mean over the levels of each level's longest row, a level of r
+  /// rows counting at most 4096 / r entries (kernels/sptrsv_block.cu).
+  int level_block_lanes = 0;
   int auto_trials = 0;        ///< auto: candidates built and timed in the analysis (0: the rule alone)
   double auto_trial_ms = 0;   ///< auto: host wall clock of those trials (builds and solves), in the analysis
 };
