@@ -1038,17 +1038,26 @@ void SptrsvPlan<T>::Impl::choose_automatic(const SptrsvOptions& options, cudaStr
   }
 }
 
+/// Fills the `count` values of a timed trial's right-hand side with every byte 0x3F (0.49 in double, 0.75
+/// in single). Not zero: on the H100 a zero right-hand side ran the polling kernels (fused_level, thread)
+/// 15-18% slower than a nonzero one and level_block as fast (docs/benchmarks/sptrsv.md, issue 30's fourth
+/// round), which tilted auto's trials against them.
+template <typename T>
+void fill_trial_rhs(T* b, std::size_t count, cudaStream_t stream) {
+  SPADE_CUDA_CHECK(cudaMemsetAsync(b, 0x3F, sizeof(T) * count, stream));
+}
+
 template <typename T>
 bool SptrsvPlan<T>::Impl::fused_beats(State& fused, double levr_us, cudaStream_t stream) {
-  // One fused solve of b = 0 (its time does not depend on the values), timed with events; a second one
-  // only where the first lost, which may have paid the loading of the kernel's module.
+  // One fused solve of the trial right-hand side, timed with events; a second one only where the first
+  // lost, which may have paid the loading of the kernel's module.
   const index_t n = analysis.stats.n;
   Slab trial;
   const auto o_b = trial.add<T>(std::size_t(n)), o_x = trial.add<T>(std::size_t(n));
   trial.allocate(stream);
   const SyncOnThrow guard(stream);
   T* b = trial.at<T>(o_b);
-  SPADE_CUDA_CHECK(cudaMemsetAsync(b, 0, sizeof(T) * n, stream));
+  fill_trial_rhs(b, std::size_t(n), stream);
   TimingEvents events;
   const ks::RhsPass<T> rhs{b, n, trial.at<T>(o_x), n, 1};
   bool faster = false;
@@ -1088,7 +1097,7 @@ bool timed_before(SptrsvAlgorithm a, int w) {
 template <typename T>
 double SptrsvPlan<T>::Impl::time_pass(State& state, const T* b, T* x, int w, TimingEvents& events,
                                       cudaStream_t stream) {
-  // One timed pass; the work does not depend on b. w = 0: one right-hand side; w = 1: kRhsPerPass (b and x
+  // One timed pass of the trial right-hand side. w = 0: one right-hand side; w = 1: kRhsPerPass (b and x
   // hold that many columns of n). An untimed pass first where the process has not run the algorithm
   // before: the first launch of a kernel loads its module (CUDA's lazy loading), which would count against
   // that candidate alone. Later plans skip it, which halves the trials' share of their analysis.
@@ -1126,13 +1135,13 @@ void SptrsvPlan<T>::Impl::measure(const SptrsvOptions& options, double analysis_
   std::shared_ptr<State> winner;  // the state whose measured solve of one is best_one (null: the prediction)
   const index_t n = analysis.stats.n;
   const std::size_t columns = several_rhs ? ks::kRhsPerPass : 1;
-  Slab zero;
-  const auto o_b = zero.add<T>(columns * n), o_x = zero.add<T>(columns * n);
-  zero.allocate(stream);
+  Slab buffers;
+  const auto o_b = buffers.add<T>(columns * n), o_x = buffers.add<T>(columns * n);
+  buffers.allocate(stream);
   const SyncOnThrow guard(stream);
-  T* b = zero.at<T>(o_b);
-  T* x = zero.at<T>(o_x);
-  SPADE_CUDA_CHECK(cudaMemsetAsync(b, 0, sizeof(T) * columns * n, stream));
+  T* b = buffers.at<T>(o_b);
+  T* x = buffers.at<T>(o_x);
+  fill_trial_rhs(b, columns * n, stream);
   TimingEvents events;
   for (SptrsvAlgorithm t : choice.trials) {
     if (elapsed_ms() >= budget_ms) break;
@@ -1165,7 +1174,7 @@ void SptrsvPlan<T>::Impl::measure(const SptrsvOptions& options, double analysis_
     analysis.release_level_order();
   }
   analysis.stats.auto_trial_ms = elapsed_ms();
-  // The trials' solves have finished: the zero buffers free themselves here.
+  // The trials' solves have finished: their buffers free themselves here.
 }
 
 template <typename T>

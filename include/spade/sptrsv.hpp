@@ -263,7 +263,7 @@ constexpr double kSptrsvSplitMeanRow = 16.0;
 constexpr index_t kSptrsvTrialLevels = 32;
 /// The most candidates auto times.
 constexpr int kSptrsvMaxTrials = 3;
-/// auto's trial budget: a trial (building the candidate and one timed solve of a zero right-hand side,
+/// auto's trial budget: a trial (building the candidate and one timed solve of a constant right-hand side,
 /// CUDA events on the plan's stream, after an untimed one where the process has not run that algorithm
 /// before) starts only while the trials so far took less than this times the analysis before them (host
 /// wall clock), so auto's analysis stays below about (1 + kSptrsvTrialBudget) times its own plus one
