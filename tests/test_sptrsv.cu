@@ -1264,7 +1264,19 @@ TEST(SptrsvErrors, SpinWaitTimeoutIsReported) {
       const double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       EXPECT_LT(ms, 1000.0) << describe(a, v, nrhs) << ": the timeout took " << ms << " ms";
-      // The limit survives check()'s reset, and the plan is valid again.
+      // The limit survives check()'s reset: a second stall gives up as soon (the default limit would wait
+      // seconds).
+      SPADE_CUDA_CHECK(
+          cudaMemcpy(plan.device_tickets_for_testing(), &first_ticket, sizeof(int), cudaMemcpyHostToDevice));
+      const auto again = std::chrono::steady_clock::now();
+      plan.solve(b.get(), n, x.get(), n, nrhs);
+      EXPECT_THROW(plan.check(), NumericalError) << describe(a, v, nrhs) << ": second timeout not reported";
+      const double ms_again =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - again).count();
+      EXPECT_LT(ms_again, 1000.0) << describe(a, v, nrhs) << ": the second timeout took " << ms_again << " ms";
+      // The plan is valid again, at the default limit: legitimate waits of an instrumented run (memcheck)
+      // can outlast 1 << 14 polls.
+      plan.set_spin_limit(0);
       check_solves(plan, t, v, nrhs, 2, describe(a, v, nrhs) + " after a timeout");
       if (HasFatalFailure()) return;
     }
