@@ -38,9 +38,9 @@
 // level's longest row: a level lasts as long as its longest row, so the mean row undercounts where row
 // lengths are skewed (a factor's dense rows beside short ones). A level too wide for one pass of the block
 // at that many lanes counts for less (level_pack_sizes_kernel): there passes, not rows, set its time
-// (H100, docs/benchmarks/sptrsv.md, "level_block's lanes per row"). The plan stores the inverse of the
-// diagonal, so a row ends with a multiplication instead of a division on the critical path. There is no
-// spin-wait: the kernel cannot hang.
+// (docs/benchmarks/sptrsv.md, "level_block's lanes per row"). The plan stores the inverse of the diagonal,
+// so a row ends with a multiplication instead of a division on the critical path. There is no spin-wait:
+// the kernel cannot hang.
 //
 // Many right-hand sides: a thread block per right-hand side, each on its own SM walking every level with
 // its own copies of the levels (block_column). A level's cost is its chain of dependent instructions, not

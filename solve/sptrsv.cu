@@ -1039,9 +1039,9 @@ void SptrsvPlan<T>::Impl::choose_automatic(const SptrsvOptions& options, cudaStr
 }
 
 /// Fills the `count` values of a timed trial's right-hand side with every byte 0x3F (0.49 in double, 0.75
-/// in single). Not zero: on the H100 a zero right-hand side ran the polling kernels (fused_level, thread)
-/// 15-18% slower than a nonzero one and level_block as fast (docs/benchmarks/sptrsv.md, issue 30's fourth
-/// round), which tilted auto's trials against them.
+/// in single). Not zero: a zero right-hand side slows the polling kernels (fused_level, thread) but not
+/// level_block (docs/benchmarks/sptrsv.md, issue 30's fourth round), which would tilt auto's trials
+/// against them.
 template <typename T>
 void fill_trial_rhs(T* b, std::size_t count, cudaStream_t stream) {
   SPADE_CUDA_CHECK(cudaMemsetAsync(b, 0x3F, sizeof(T) * count, stream));

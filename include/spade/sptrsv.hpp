@@ -247,10 +247,10 @@ constexpr index_t kSptrsvOneBlockLongestRow = 512;
 /// (docs/benchmarks/sptrsv.md) level_block ran 1.17-1.85 times behind levr on sherman3, rajat01 and gemat12 (widest levels
 /// of 938-2,127 rows, which its block's warps take in many passes) and ahead of it on add32 (431 rows).
 constexpr index_t kSptrsvOneBlockWidestLevel = 512;
-/// The widest level over the mean rows per level from which auto times fused. In the evaluation
-/// (docs/benchmarks/sptrsv.md) fused ran more than 15% ahead of levr on one triangle with short rows, NotreDame_www (widest
-/// level 180 times the mean); on mdual_lap, gemat12, rajat01 and sherman3 (8 to 21 times) the trial cost
-/// analysis time and levr was within 5% of fused or ahead of it.
+/// The widest level over the mean rows per level from which auto times fused. The reason: in the
+/// evaluation (docs/benchmarks/sptrsv.md) fused ran clearly ahead of levr on one triangle with short rows,
+/// NotreDame_www, whose levels are skewed far beyond this ratio; on the triangles below it the trial cost
+/// analysis time and levr matched fused or beat it.
 constexpr double kSptrsvSkewedLevels = 32.0;
 /// The longest row (off-diagonal entries) above which auto times candidates in the analysis (levr's piece).
 constexpr index_t kSptrsvLongRow = 64;
