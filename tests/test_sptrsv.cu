@@ -760,14 +760,20 @@ TEST(Sptrsv, ClusterOnWideLevels) {
   EXPECT_EQ(SptrsvPlan<double>(mc.view, options).algorithm(), SptrsvAlgorithm::fused_level);
 }
 
-/// Levels of L on the host (0 for a row with no dependency): their count and the most rows in one.
-std::pair<index_t, index_t> host_level_sets(const SparseMatrix& L) {
+/// The level of each row of L on the host (0 for a row with no dependency).
+std::vector<index_t> host_levels(const SparseMatrix& L) {
   const index_t n = L.cols();
   std::vector<index_t> level(n, 0);
   for (index_t j = 0; j < n; ++j)
     for (offset_t k = L.col_ptr()[j]; k < L.col_ptr()[j + 1]; ++k)
       if (L.row_ind()[k] > j) level[L.row_ind()[k]] = std::max(level[L.row_ind()[k]], level[j] + 1);
-  const index_t count = n == 0 ? 0 : *std::max_element(level.begin(), level.end()) + 1;
+  return level;
+}
+
+/// Levels of L on the host: their count and the most rows in one.
+std::pair<index_t, index_t> host_level_sets(const SparseMatrix& L) {
+  const std::vector<index_t> level = host_levels(L);
+  const index_t count = level.empty() ? 0 : *std::max_element(level.begin(), level.end()) + 1;
   std::vector<index_t> rows(count, 0);
   for (index_t l : level) ++rows[l];
   return {count, rows.empty() ? 0 : *std::max_element(rows.begin(), rows.end())};
@@ -850,10 +856,11 @@ TEST(Sptrsv, LevelSetsMatchTheHost) {
 /// level of r rows counting at most 4096 / r entries.
 int host_level_block_lanes(const SparseMatrix& L) {
   const index_t n = L.cols();
-  std::vector<index_t> level(n, 0), length(n, 0);
+  const std::vector<index_t> level = host_levels(L);
+  std::vector<index_t> length(n, 0);  // off-diagonal entries of each row
   for (index_t j = 0; j < n; ++j)
     for (offset_t k = L.col_ptr()[j]; k < L.col_ptr()[j + 1]; ++k)
-      if (const index_t i = L.row_ind()[k]; i > j) level[i] = std::max(level[i], level[j] + 1), ++length[i];
+      if (L.row_ind()[k] > j) ++length[L.row_ind()[k]];
   const index_t count = n == 0 ? 0 : *std::max_element(level.begin(), level.end()) + 1;
   std::vector<long long> rows(count, 0), longest(count, 0);
   for (index_t i = 0; i < n; ++i) {
