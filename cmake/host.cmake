@@ -7,6 +7,7 @@ add_library(spade_host
   factor/lu.cpp
   solve/host_solve.cpp
   solve/lu_solve.cpp
+  solve/lu_correction.cpp
   solve/lu_refine.cpp
   solve/refine.cpp
   solve/condition.cpp

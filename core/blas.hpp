@@ -16,6 +16,9 @@ void dgemm_(const char* transa, const char* transb, const int* m, const int* n, 
             const int* ldc);
 void dgemv_(const char* trans, const int* m, const int* n, const double* alpha, const double* a, const int* lda,
             const double* x, const int* incx, const double* beta, double* y, const int* incy);
+void dgetrf_(const int* m, const int* n, double* a, const int* lda, int* ipiv, int* info);
+void dgetrs_(const char* trans, const int* n, const int* nrhs, const double* a, const int* lda, const int* ipiv,
+             double* b, const int* ldb, int* info);
 int openblas_get_num_threads(void);
 void openblas_set_num_threads(int num_threads);
 }

@@ -81,8 +81,8 @@ void print_placement(std::FILE* out, const SolveSummary& s) {
   std::fprintf(out, "factorization    %s (--factorization %s)\n", s.factorization_reason.c_str(),
                s.factorization_requested.c_str());
   if (s.factorization == "lu")
-    std::fprintf(out, "perturbed pivots %d (tiny pivots replaced by sqrt(eps) ||A||; refinement corrects them, with "
-                      "GMRES-IR where one solve per step stalls)\n",
+    std::fprintf(out, "perturbed pivots %d (tiny pivots replaced; refinement recovers them, with their low-rank "
+                      "correction where the factor alone stalls)\n",
                  s.perturbed_pivots);
   std::fprintf(out, "placement        %s (--device %s)\n", s.placement_reason.c_str(), s.placement_requested.c_str());
   if (s.plan) {
@@ -121,8 +121,10 @@ void print_solve(std::FILE* out, const SolveSummary& s) {
     std::fprintf(out, "  %4zu   %15.3e   %9.3e   ", k, step.residual_norm, step.berr);
     if (k == 0)
       std::fprintf(out, "(first solve)\n");
-    else if (step.gmres)
-      std::fprintf(out, "GMRES-IR, %d GMRES iterations\n", step.inner_iterations);
+    else if (step.corrected && !s.steps[k - 1].corrected)
+      std::fprintf(out, "restart: corrected solve of b (two solves)\n");
+    else if (step.corrected)
+      std::fprintf(out, "corrected solve (two solves)\n");
     else
       std::fprintf(out, "one solve\n");
   }
@@ -281,8 +283,7 @@ nlohmann::ordered_json to_json(const Report& report) {
       steps.push_back({{"step", k},
                        {"residual_norm", s.steps[k].residual_norm},
                        {"berr", s.steps[k].berr},
-                       {"gmres", s.steps[k].gmres},
-                       {"inner_iterations", s.steps[k].inner_iterations}});
+                       {"corrected", s.steps[k].corrected}});
     ordered_json sweeps = nullptr;
     if (s.solve_times && s.solve_times->gpu)
       sweeps = {{"passes", s.solve_times->passes},

@@ -427,8 +427,7 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
     throw spade::NumericalError(spade::NumericalError::Kind::singular, -1,
                                 source + ": the matrix is numerically singular, or too ill-conditioned for the LU "
                                          "with static pivoting: " + line +
-                                    (tried == std::string::npos ? "" : "; every ordering was tried " +
-                                                                           r.factorization_reason.substr(tried)));
+                                    (tried == std::string::npos ? "" : "; " + r.factorization_reason.substr(tried)));
   }
 
   if (!o.out.empty()) {

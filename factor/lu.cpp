@@ -84,9 +84,10 @@ void check_input(const LuSymbolic& S, const SparseMatrix& A) {
 
 // LU with row pivoting of the k x k block a (leading dimension lda), in place as LAPACK's getrf leaves it;
 // ipiv[c] = the row (0-based in the block) interchanged with row c. A pivot of magnitude below tau becomes
-// tau with its sign (+tau for 0), counted in `perturbed`. Blocked: panels of kPanel columns are factored by
+// tau with its sign (+tau for 0), counted in `perturbed`; delta[c] receives what was added to pivot c (0 for
+// a pivot kept). Blocked: panels of kPanel columns are factored by
 // rank-1 updates, then the block row right of the panel by trsm and the trailing block by gemm.
-void factor_diagonal_block(double* a, int k, int lda, index_t* ipiv, double tau, index_t& perturbed) {
+void factor_diagonal_block(double* a, int k, int lda, index_t* ipiv, double tau, double* delta, index_t& perturbed) {
   const double one = 1.0, minus_one = -1.0;
   for (int j0 = 0; j0 < k; j0 += kPanel) {
     const int nb = std::min(kPanel, k - j0);
@@ -98,8 +99,11 @@ void factor_diagonal_block(double* a, int k, int lda, index_t* ipiv, double tau,
       ipiv[c] = p;
       if (p != c)
         for (int t = 0; t < k; ++t) std::swap(a[c + static_cast<offset_t>(t) * lda], a[p + static_cast<offset_t>(t) * lda]);
+      delta[c] = 0;
       if (!(std::abs(ac[c]) >= tau)) {
-        ac[c] = std::signbit(ac[c]) ? -tau : tau;
+        const double replaced = std::signbit(ac[c]) ? -tau : tau;
+        delta[c] = replaced - ac[c];
+        ac[c] = replaced;
         ++perturbed;
       }
       const double inv = 1.0 / ac[c];
@@ -209,8 +213,10 @@ std::shared_ptr<const LuSymbolic> analyze_lu(const SparseMatrix& A, const LuAnal
 }
 
 LuFactor::LuFactor(std::shared_ptr<const LuSymbolic> symbolic, const SparseMatrix& A, const LuFactorOptions& options)
-    : symbolic_(std::move(symbolic)), progress_(options.progress) {
+    : symbolic_(std::move(symbolic)), progress_(options.progress), pivot_tolerance_(options.pivot_tolerance) {
   if (!symbolic_ || !symbolic_->structure) throw InvalidInput("factorize: no LU analysis given");
+  if (!(pivot_tolerance_ > 0 && pivot_tolerance_ <= 1))
+    throw InvalidInput("factorize: the pivot tolerance must lie in (0, 1], got " + std::to_string(pivot_tolerance_));
   threads_ = detail::factorization_threads(*symbolic_->structure, options.threads);
   const SymbolicFactor& S = structure();
   try {
@@ -220,6 +226,7 @@ LuFactor::LuFactor(std::shared_ptr<const LuSymbolic> symbolic, const SparseMatri
       u_offset_[s + 1] = u_offset_[s] + static_cast<offset_t>(S.supernode_rows(s) - S.supernode_cols(s)) * S.supernode_cols(s);
     u_values_.resize(static_cast<std::size_t>(u_offset_.back()));
     pivots_.resize(static_cast<std::size_t>(S.n));
+    pivot_delta_.resize(static_cast<std::size_t>(S.n));
     work_size_ = detail::build_update_lists(S, update_ptr_, updates_);
     detail::plan_subtrees(S, threads_, subtree_roots_, top_);
   } catch (const std::bad_alloc&) {
@@ -229,17 +236,21 @@ LuFactor::LuFactor(std::shared_ptr<const LuSymbolic> symbolic, const SparseMatri
   refactorize(A);
 }
 
-std::vector<index_t> lu_row_order(const LuFactor& F) {
-  if (!F.valid()) throw InvalidInput("lu_row_order: the factor's last factorization failed");
-  const SymbolicFactor& S = F.structure();
+std::vector<index_t> LuFactor::row_order() const {
+  const SymbolicFactor& S = structure();
   std::vector<index_t> order(static_cast<std::size_t>(S.n));
   for (index_t s = 0; s < S.num_supernodes; ++s) {
     const index_t f = S.supernode_begin[s], k = S.supernode_cols(s);
-    const index_t* piv = F.pivots(s);
+    const index_t* piv = pivots(s);
     for (index_t c = 0; c < k; ++c) order[f + c] = f + c;
     for (index_t c = 0; c < k; ++c) std::swap(order[f + c], order[piv[c]]);
   }
   return order;
+}
+
+std::vector<index_t> lu_row_order(const LuFactor& F) {
+  if (!F.valid()) throw InvalidInput("lu_row_order: the factor's last factorization failed");
+  return F.row_order();
 }
 
 void LuFactor::refactorize(const SparseMatrix& A) {
@@ -255,6 +266,7 @@ void LuFactor::refactorize(const SparseMatrix& A) {
 
 void LuFactor::factor_all(const SparseMatrix& A) {
   const LuSymbolic& L = *symbolic_;
+  perturbations_.clear();
   check_input(L, A);
   // ||M||_1: the largest column sum of the scaled matrix (the row permutation does not change it).
   double norm = 0;
@@ -264,7 +276,7 @@ void LuFactor::factor_all(const SparseMatrix& A) {
       sum += std::abs(L.row_scale[A.row_ind()[p]] * A.values()[p]);
     norm = std::max(norm, sum * L.col_scale[j]);
   }
-  pivot_threshold_ = std::sqrt(std::numeric_limits<double>::epsilon()) * norm;
+  pivot_threshold_ = pivot_tolerance_ * norm;
   if (!(pivot_threshold_ > 0)) pivot_threshold_ = std::numeric_limits<double>::min();  // A = 0 on its pattern
   std::vector<index_t> perturbed(structure().num_supernodes, 0);
   detail::factor_over_tree(
@@ -276,6 +288,19 @@ void LuFactor::factor_all(const SparseMatrix& A) {
         if (progress_) progress_(*this, first, last);
       });
   perturbed_pivots_ = std::accumulate(perturbed.begin(), perturbed.end(), index_t{0});
+
+  // Each replaced pivot, in A's numbering. Position j of Q C = L U holds row order[j] of C, so pivot j's
+  // change is an addition to C(order[j], j), which is M(perm[order[j]], perm[j]) = Dr(i) A(i, col) Dc(col)
+  // with i = row_perm[perm[order[j]]] and col = perm[j].
+  if (perturbed_pivots_ == 0) return;
+  const std::vector<index_t> order = row_order();
+  const std::vector<index_t>& perm = L.structure->perm;
+  perturbations_.reserve(static_cast<std::size_t>(perturbed_pivots_));
+  for (index_t j = 0; j < L.n; ++j) {
+    if (pivot_delta_[j] == 0) continue;
+    const index_t i = L.row_perm[perm[order[j]]], col = perm[j];
+    perturbations_.push_back({i, col, pivot_delta_[j] / (L.row_scale[i] * L.col_scale[col])});
+  }
 }
 
 void LuFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vector<index_t>& relpos,
@@ -356,7 +381,7 @@ void LuFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vector<in
   // The diagonal block with row pivoting inside it, then L21 = A21 U11^{-1} and U12 = L11^{-1} P A12 (as
   // U12^T = (P A12)^T L11^{-T}).
   index_t* piv = pivots_.data() + f;
-  factor_diagonal_block(lp, k, m, piv, pivot_threshold_, perturbed);
+  factor_diagonal_block(lp, k, m, piv, pivot_threshold_, pivot_delta_.data() + f, perturbed);
   for (int c = 0; c < k; ++c) {
     if (!std::isfinite(lp[c + static_cast<offset_t>(c) * m])) {
       const index_t j = L.structure->perm[f + c];

@@ -248,7 +248,36 @@ struct Solver::Impl {
   std::unique_ptr<HostRegistration> pinned;
   bool use_gpu = false;  // the current factor's solves run on the GPU
 
-  bool reordering = false;  // solve_refined is trying the LU's other orderings
+  // The LU's pivot tolerance (LuFactorOptions::pivot_tolerance): the default until a refinement stagnates
+  // on replaced pivots, then kLuCorrectedPivotTolerance for this analysis, whose factors solve with the
+  // correction of their replaced pivots (built once per factorization).
+  double lu_pivot_tolerance = LuFactorOptions{}.pivot_tolerance;
+  std::optional<LuCorrection> correction;
+
+  /// Whether the LU's solves apply the correction: its pivots were replaced at the larger tolerance, and a
+  /// solve with the factor alone is of a matrix far from A.
+  bool lu_corrected() const { return lu && lu->pivot_tolerance() >= kLuCorrectedPivotTolerance && lu->perturbed_pivots() > 0; }
+
+  /// The correction of the current LU's replaced pivots, built on first use; null when the LU has none or
+  /// LuCorrection::worthwhile says no.
+  const LuCorrection* lu_correction() {
+    if (!lu || !LuCorrection::worthwhile(*lu)) return nullptr;
+    if (!correction || correction->generation() != lu->generation()) {
+      correction.reset();
+      correction.emplace(*lu);
+    }
+    return &*correction;
+  }
+
+  /// A X = B (or A^T X = B) with the LU on the host, X in host memory: corrected when lu_corrected().
+  void lu_host_solve(double* X, index_t nrhs, index_t ldx, Transpose trans) {
+    BlasThreads blas(lu->threads());
+    const LuCorrection* c = lu_corrected() ? lu_correction() : nullptr;
+    if (c)
+      c->solve_in_place(*lu, X, nrhs, ldx, trans);
+    else
+      lu_solve_in_place(*lu, X, nrhs, ldx, trans);
+  }
 
   // Streaming a factorization's values to the plan.
   RangeQueue queue;
@@ -295,6 +324,8 @@ struct Solver::Impl {
     report.plan.reset();
     factor.reset();
     lu.reset();
+    correction.reset();
+    lu_pivot_tolerance = LuFactorOptions{}.pivot_tolerance;
     LuAnalyzeOptions lo;
     lo.ordering = ordering ? ordering : options.analyze.ordering;
     lo.supernodes = options.analyze.supernodes;
@@ -315,8 +346,12 @@ struct Solver::Impl {
   void host_placement() {
     use_gpu = false;
     report.gpu = false;
-    report.placement_reason =
-        options.placement == Placement::cpu ? "host solve (placement cpu)" : "host solve: " + device_problem;
+    if (options.placement == Placement::cpu)
+      report.placement_reason = "host solve (placement cpu)";
+    else if (lu_symbolic && lu_pivot_tolerance >= kLuCorrectedPivotTolerance)
+      report.placement_reason = "host solve: the LU's replaced pivots are corrected on the host";
+    else
+      report.placement_reason = "host solve: " + device_problem;
   }
 
   /// The plan failed (`problem`, or the exception `error`): drop it, then fall back to the host solve, or
@@ -709,7 +744,8 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
   // The partitioned inverse's uploads read the factor's values, which this factorization replaces.
   s.stop_partitioned();
   s.A = A;
-  const bool try_gpu = placement != Placement::cpu && s.device_ok;
+  // An LU factored at kLuCorrectedPivotTolerance solves with its correction, on the host.
+  const bool try_gpu = placement != Placement::cpu && s.device_ok && !(s.lu_symbolic && s.lu_pivot_tolerance >= kLuCorrectedPivotTolerance);
 
   std::thread worker;
   std::atomic<bool> factor_failed{false};
@@ -743,6 +779,7 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
       } else {
         LuFactorOptions fo;
         fo.threads = s.options.threads;
+        fo.pivot_tolerance = s.lu_pivot_tolerance;
         fo.progress = [impl = &s](const LuFactor& f, index_t first, index_t last) {
           if (impl->streaming) impl->queue.push({f.l_values().data(), f.u_values().data(), first, last});
         };
@@ -842,15 +879,11 @@ void Solver::solve(double* X, index_t nrhs, index_t ldx, Memory memory) {
     std::vector<double> host(static_cast<std::size_t>(n) * nrhs);
     copy_block(host.data(), std::max<index_t>(n, 1), X, ldx, n, nrhs, cudaMemcpyDeviceToHost, nullptr);
     SPADE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
-    {
-      BlasThreads blas(s.lu->threads());
-      lu_solve_in_place(*s.lu, host.data(), nrhs, std::max<index_t>(n, 1));
-    }
+    s.lu_host_solve(host.data(), nrhs, std::max<index_t>(n, 1), Transpose::no);
     copy_block(X, ldx, host.data(), std::max<index_t>(n, 1), n, nrhs, cudaMemcpyHostToDevice, nullptr);
     SPADE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
   } else if (s.lu) {
-    BlasThreads blas(s.lu->threads());
-    lu_solve_in_place(*s.lu, X, nrhs, ldx);
+    s.lu_host_solve(X, nrhs, ldx, Transpose::no);
   } else if (memory == Memory::device) {
     if (!s.device_ok) throw InvalidInput("Solver::solve: device memory given, but " + s.device_problem);
     std::vector<double> host(static_cast<std::size_t>(n) * nrhs);
@@ -886,8 +919,7 @@ void Solver::solve_transposed(double* X, index_t nrhs, index_t ldx) {
   if (s.use_gpu) {
     s.gpu_solve(X, nrhs, ldx, Memory::host, Transpose::yes, times);
   } else {
-    BlasThreads blas(s.lu->threads());
-    lu_solve_in_place(*s.lu, X, nrhs, ldx, Transpose::yes);
+    s.lu_host_solve(X, nrhs, ldx, Transpose::yes);
   }
   times.seconds = seconds_since(t0);
   s.report.last_solve = times;
@@ -907,8 +939,8 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
   const index_t n = s.symbolic->n, ld = std::max<index_t>(n, 1);
   const auto t0 = Clock::now();
   RefinementResult result;
-  // An LU with perturbed pivots refines on the host: GMRES-IR (lu_solve_refined) recovers what classical
-  // refinement cannot.
+  // An LU with perturbed pivots refines on the host (lu_solve_refined), where the correction of its
+  // replaced pivots recovers what refinement with the factor alone cannot.
   if (s.use_gpu && (!s.lu || s.lu->perturbed_pivots() == 0)) {
     if (memory == Memory::host) check_finite(B, n, nrhs, ldb);
     bool partitioned = false;
@@ -951,50 +983,55 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
     }
   } else {
     BlasThreads blas(s.lu ? s.lu->threads() : s.factor->threads());
-    // An LU refines through lu_solve_refined (classical, then GMRES-IR where perturbed pivots stall it).
+    // An LU refines through lu_solve_refined (with the factor, then with the correction of its replaced
+    // pivots where they stall it).
     const SolveFunction host_solve = [&s](double* Y, index_t k, index_t ldy) { solve_in_place(*s.factor, Y, k, ldy); };
     if (memory == Memory::device) {
       if (!s.device_ok) throw InvalidInput("Solver::solve_refined: device memory given, but " + s.device_problem);
       std::vector<double> hb(static_cast<std::size_t>(n) * nrhs), hx(hb.size());
       copy_block(hb.data(), ld, B, ldb, n, nrhs, cudaMemcpyDeviceToHost, nullptr);
       SPADE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
-      result = s.lu ? lu_solve_refined(*s.A, *s.lu, hb.data(), ld, hx.data(), ld, nrhs, Transpose::no, refine)
+      result = s.lu ? lu_solve_refined(*s.A, *s.lu, hb.data(), ld, hx.data(), ld, nrhs, Transpose::no, refine,
+                                       s.lu_correction())
                     : spade::solve_refined(*s.A, host_solve, hb.data(), ld, hx.data(), ld, nrhs, refine);
       copy_block(X, ldx, hx.data(), ld, n, nrhs, cudaMemcpyHostToDevice, nullptr);
       SPADE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
     } else {
-      result = s.lu ? lu_solve_refined(*s.A, *s.lu, B, ldb, X, ldx, nrhs, Transpose::no, refine)
+      result = s.lu ? lu_solve_refined(*s.A, *s.lu, B, ldb, X, ldx, nrhs, Transpose::no, refine, s.lu_correction())
                     : spade::solve_refined(*s.A, host_solve, B, ldb, X, ldx, nrhs, refine);
     }
   }
-  // Static pivoting perturbs a pivot where its ordering's diagonal block offers no good one; another
-  // ordering gives other blocks. Under the automatic ordering, an LU whose refinement did not converge is
-  // analyzed and factored again with each other ordering in turn until one converges (nnc1374: AMD's
-  // factor stagnates at berr 2e-7, METIS's and COLAMD's converge; docs/BENCHMARKS.md).
-  if (s.lu && !result.converged && s.lu->perturbed_pivots() > 0 && !s.options.analyze.ordering && !s.reordering) {
-    s.reordering = true;
-    struct Reset {
-      bool& flag;
-      ~Reset() { flag = false; }
-    } reset{s.reordering};
-    const OrderingMethod first = s.lu_symbolic->structure->ordering;
-    const std::string reason = s.report.factorization_reason;
-    char line[160];
-    std::snprintf(line, sizeof line, "%s left %d perturbed pivots and refinement stopped at berr %.1e", to_string(first).c_str(),
-                  static_cast<int>(s.lu->perturbed_pivots()), result.solution.berr);
-    std::string tried = line;
-    for (const OrderingMethod next : {OrderingMethod::metis, OrderingMethod::colamd, OrderingMethod::amd}) {
-      if (next == first) continue;
-      s.analyze_for_lu(*s.A, reason, next);
+  // Static pivoting replaces a pivot where its diagonal block offers no good one. At the default tolerance
+  // the replacements are tiny, but each multiplies the factor's growth by up to 1 / tolerance, and the
+  // solves can be too inaccurate for refinement to converge, corrected or not (nnc1374, NSR8K:
+  // docs/BENCHMARKS.md). An LU whose refinement did not converge with replaced pivots is factored again at
+  // kLuCorrectedPivotTolerance, which bounds the growth, and refined with the exact correction of its
+  // (more) replaced pivots; later factorizations of this analysis keep that tolerance.
+  if (s.lu && !result.converged && s.lu->perturbed_pivots() > 0 && s.lu_pivot_tolerance < kLuCorrectedPivotTolerance) {
+    char line[240];
+    std::snprintf(line, sizeof line,
+                  " (static pivoting: %d replaced pivots and refinement stopped at berr %.1e; factored again at "
+                  "pivot tolerance %g",
+                  static_cast<int>(s.lu->perturbed_pivots()), result.solution.berr, kLuCorrectedPivotTolerance);
+    const std::string reason = s.report.factorization_reason + line;
+    const auto factor_at = [&s](double tolerance) {
+      s.lu_pivot_tolerance = tolerance;
+      s.lu.reset();
+      s.correction.reset();
       s.factorize_streaming(*s.A);
+    };
+    factor_at(kLuCorrectedPivotTolerance);
+    if (LuCorrection::worthwhile(*s.lu)) {
       result = solve_refined(B, ldb, X, ldx, nrhs, refine, memory);
-      std::snprintf(line, sizeof line, "; %s: %d perturbed pivots, %s at berr %.1e", to_string(next).c_str(),
+      std::snprintf(line, sizeof line, ": %d replaced pivots, corrected, %s at berr %.1e)",
                     static_cast<int>(s.lu->perturbed_pivots()), result.converged ? "converged" : "stopped",
                     result.solution.berr);
-      tried += line;
-      if (result.converged) break;
+    } else {  // too many to correct: the first factor and its result stay
+      std::snprintf(line, sizeof line, ": %d replaced pivots, too many to correct; the first factor kept)",
+                    static_cast<int>(s.lu->perturbed_pivots()));
+      factor_at(LuFactorOptions{}.pivot_tolerance);
     }
-    s.report.factorization_reason = reason + " (static pivoting: " + tried + ")";
+    s.report.factorization_reason = reason + line;
   }
   s.set_phase("refine", seconds_since(t0));
   return result;

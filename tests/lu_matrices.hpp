@@ -49,15 +49,12 @@ inline const char* const kLuMatrices[] = {
     "watt_2.mtx.gz",     "west0067.mtx.gz",  "west0479.mtx.gz"};
 
 // Nonsingular matrices (UMFPACK solves them) whose factor has perturbed pivots (NSR8K 777, nnc1374 20,
-// rajat19 6, cryg2500 1) and on which classical refinement stagnates: lu_solve_refined continues with
-// GMRES-IR. It reaches the target on rajat19 and cryg2500 (both systems), always. On NSR8K it stagnates
-// (berr 1: the first solve's residual is about 1e35, the factor's growth is beyond what GMRES
-// preconditioned with it recovers in double). nnc1374 sits at the edge: the factor's rounding follows the
-// thread count (the subtrees' schedule), and with it which system converges: on the 2-core machine A^T X = B
-// converges and A X = B stagnates at berr 4e-6; at 16 threads (the GPU machine's host) A X = B converges
-// and A^T X = B stagnates at 9e-8. Where a system "may stagnate", the test demands an honest outcome:
-// converged to the target, or a result that says it did not converge. (Through the Solver, whose automatic
-// ordering tries the others when refinement stagnates, nnc1374 converges: test_solver.)
+// rajat19 6, cryg2500 1) and on which refinement with the factor alone stagnates: lu_solve_refined continues
+// with the correction of the replaced pivots (LuCorrection). It reaches the target on rajat19 and cryg2500
+// (both systems), always. On NSR8K and nnc1374 the default tolerance's growth leaves the solves too
+// inaccurate for the correction (NSR8K's first residual is about 1e35): each system "may stagnate", and the
+// test demands an honest outcome, converged to the target or a result that says it did not; a factor at
+// kLuCorrectedPivotTolerance then converges on both (what Solver does: test_solver).
 struct PerturbedCase {
   const char* file;
   bool converges, transposed_converges;  ///< true: must converge; false: may stagnate (and must say so)

@@ -315,7 +315,8 @@ class EigenCholesky {
 /// Misuse throws spade::InvalidInput: factorize() before a successful analyzePattern(), solve() without a
 /// successful factorization, a right-hand side whose row count is not rows(), and a NaN/Inf in it. With
 /// placement gpu, a GPU that cannot take the factor is a failure of factorize() (Eigen::InvalidInput, as
-/// other spade::ResourceErrors).
+/// other spade::ResourceErrors). solve() throws spade::NumericalError (singular) when the correction of the
+/// replaced pivots (spade::LuCorrection, built where refinement needs it) finds A exactly singular.
 template <typename MatrixType>
 class EigenLU {
   static_assert(std::is_same<typename MatrixType::Scalar, double>::value, "spade::EigenLU needs double values");

@@ -12,9 +12,11 @@
 // descendants (gemm) and parallel over independent subtrees of the assembly tree, as the Cholesky
 // (cholesky.hpp). Inside a supernode's diagonal block it pivots by rows (partial pivoting restricted to
 // that block, so the structure stays the analysis'); a pivot smaller in magnitude than
-// sqrt(eps) * ||M||_1 is replaced by that value with its sign and counted (Li and Demmel's tiny-pivot
-// replacement): the factor is then of a nearby matrix, and iterative refinement with the original A
-// (lu_solve_refined) recovers what the perturbation lost, or says that it could not.
+// pivot_tolerance * ||M||_1 (sqrt(eps) by default) is replaced by that value with its sign and counted (Li
+// and Demmel's tiny-pivot replacement). The factor is then of A plus one entry per replaced pivot
+// (LuFactor::perturbations): iterative refinement with the original A (lu_solve_refined) recovers what the
+// perturbation lost, first with the factor alone, then with the perturbation's exact low-rank correction
+// (LuCorrection), or says that it could not.
 //
 // Indices are 0-based; all memory is host memory.
 #pragma once
@@ -97,6 +99,24 @@ struct LuFactorOptions {
   int threads = 0;
   /// Called as supernodes become final (see LuProgress); empty for none. Kept for refactorize().
   LuProgress progress;
+  /// A pivot of magnitude below pivot_tolerance * ||M||_1 is replaced by that value (M the permuted and
+  /// scaled matrix, whose entries the matching bounds by 1). Small, the replacements are few and each adds
+  /// little to A, but the factor's growth is up to 1 / pivot_tolerance per replaced pivot; a larger value
+  /// bounds the growth and replaces more pivots, whose change LuCorrection then undoes exactly
+  /// (kLuCorrectedPivotTolerance). In (0, 1]; kept for refactorize().
+  double pivot_tolerance = 1.4901161193847656e-08;  // sqrt(eps)
+};
+
+/// The pivot tolerance at which Solver refactors an LU whose refinement stagnated with perturbed pivots:
+/// a replaced pivot's multipliers are then at most 100 times its column's largest entry, so that a solve
+/// with the factor is accurate enough for LuCorrection to cancel the replacements exactly.
+constexpr double kLuCorrectedPivotTolerance = 1e-2;
+
+/// A replaced pivot as a change of one entry of A: the factor is of A + sum over perturbations of
+/// delta e_row e_col^T (A's numbering, 0-based).
+struct PivotPerturbation {
+  index_t row = 0, col = 0;
+  double delta = 0;
 };
 
 /// The numeric LU factor Q C = L U of C (LuSymbolic), with Q the row interchanges inside the diagonal blocks.
@@ -132,8 +152,11 @@ class LuFactor {
 
   /// Pivots of the last factorization whose magnitude was below pivot_threshold() and was replaced by it.
   index_t perturbed_pivots() const noexcept { return perturbed_pivots_; }
-  /// sqrt(eps) * ||M||_1 of the last factorization.
+  /// The replaced pivots of the last factorization, in the order of the pivots (size perturbed_pivots()).
+  const std::vector<PivotPerturbation>& perturbations() const noexcept { return perturbations_; }
+  /// pivot_tolerance * ||M||_1 of the last factorization.
   double pivot_threshold() const noexcept { return pivot_threshold_; }
+  double pivot_tolerance() const noexcept { return pivot_tolerance_; }
   int threads() const noexcept { return threads_; }
 
   /// Increases with every factorization (construction included); a GPU copy of the values records the
@@ -150,6 +173,8 @@ class LuFactor {
   const index_t* pivots(index_t s) const noexcept { return pivots_.data() + structure().supernode_begin[s]; }
 
  private:
+  friend std::vector<index_t> lu_row_order(const LuFactor& F);
+  std::vector<index_t> row_order() const;  // lu_row_order without its validity check
   struct Update {
     index_t source;
     index_t first_row;
@@ -165,6 +190,9 @@ class LuFactor {
   std::uint64_t generation_ = 0;
   index_t perturbed_pivots_ = 0;
   double pivot_threshold_ = 0;
+  double pivot_tolerance_ = 0;
+  std::vector<PivotPerturbation> perturbations_;
+  std::vector<double> pivot_delta_;  // size n: what was added to the pivot at each position of Q C
   std::vector<double> l_values_, u_values_;
   std::vector<offset_t> u_offset_;  // size num_supernodes + 1
   std::vector<index_t> pivots_;     // size n
@@ -189,36 +217,65 @@ enum class Transpose { no, yes };  ///< A X = B, or A^T X = B
 /// column); ResourceError if memory runs out.
 void lu_solve_in_place(const LuFactor& F, double* X, index_t nrhs, index_t ldx, Transpose trans = Transpose::no);
 
-/// GMRES-IR's inner solver (lu_solve_refined): restarted GMRES, this many iterations between restarts, ...
-constexpr int kLuGmresRestart = 50;
-/// ... stopping when ||r - A d||_2 <= kLuGmresTolerance ||r||_2 for the correction d of A d = r (each outer
-/// step then gains about six digits, as in Carson and Higham's GMRES-IR), or when a restart cycle fails to
-/// halve the true residual (the floor rounding in A M^{-1} sets), ...
-constexpr double kLuGmresTolerance = 1e-6;
-/// ... or after this many iterations (per right-hand side and outer step).
-constexpr int kLuGmresMaxIterations = 500;
+/// The exact solve of A despite replaced pivots: the factor F is of A + E with E = U D V^T, one entry
+/// delta_i at (row_i, col_i) per replaced pivot (LuFactor::perturbations), U = [e_row_i], V = [e_col_i],
+/// D = diag(delta_i), rank k = F.perturbed_pivots(). By the Sherman-Morrison-Woodbury formula,
+///   A^{-1} = (A + E)^{-1} + (A + E)^{-1} U K^{-1} V^T (A + E)^{-1},   K = D^{-1} - V^T (A + E)^{-1} U,
+/// and A^{-T} the same with the transposes (K^T): a corrected solve is two solves with F and one with the
+/// k x k matrix K, LU-factored here (LAPACK getrf) from k solves with F. W. W. Hager, "Updating the
+/// inverse of a matrix", SIAM Review 31(2), 1989. Rounding is that of the solves with F, so the correction
+/// helps where F's growth is moderate (kLuCorrectedPivotTolerance); iterative refinement (lu_solve_refined)
+/// removes what rounding leaves. Memory: k^2 doubles for K, n x min(k, 64) while it is built; host memory.
+class LuCorrection {
+ public:
+  /// Builds K for F's last factorization (k solves with F, in panels of 64 right-hand sides; threads:
+  /// BLAS's current setting). Throws InvalidInput for an invalid factor; NumericalError (singular), naming
+  /// the perturbed column of A, when K is exactly singular (then so is A); NumericalError (not_finite) when
+  /// a solve with F overflows; ResourceError when memory runs out.
+  explicit LuCorrection(const LuFactor& F);
+
+  /// Whether lu_solve_refined builds the correction for F: F has perturbed pivots, k of them, and K's k^2
+  /// entries are no more than the factor's (LuSymbolic::nnz_lu), so that the correction costs at most the
+  /// factor's memory again and its k solves at most about sqrt(nnz_lu) solves.
+  static bool worthwhile(const LuFactor& F) noexcept;
+
+  index_t rank() const noexcept { return static_cast<index_t>(perturbations_.size()); }
+  /// F's generation (LuFactor::generation) that K was built from.
+  std::uint64_t generation() const noexcept { return generation_; }
+
+  /// Solves A X = B (trans no) or A^T X = B (trans yes) in place as lu_solve_in_place does, with the
+  /// correction applied: X is n x nrhs, column-major, leading dimension ldx >= max(1, n), A's numbering.
+  /// F must be the factor this was built from, at the same generation. Throws InvalidInput for another
+  /// factor or generation and as lu_solve_in_place; NumericalError (not_finite) when a solve overflows;
+  /// ResourceError when memory runs out.
+  void solve_in_place(const LuFactor& F, double* X, index_t nrhs, index_t ldx, Transpose trans = Transpose::no) const;
+
+ private:
+  const LuFactor* factor_ = nullptr;
+  std::uint64_t generation_ = 0;
+  std::vector<PivotPerturbation> perturbations_;
+  std::vector<double> K_;  // k x k, getrf's factors
+  std::vector<int> ipiv_;
+};
 
 /// Solves A X = B (trans no) or A^T X = B (trans yes) with iterative refinement in two stages, A being the
 /// matrix F factored (A's numbering, n x n). First classical refinement: solve_refined (solve.hpp) with
 /// lu_solve_in_place and the residual with the original A (or A^T). When that stagnates above the tolerance
-/// with steps left and F has perturbed pivots, GMRES-IR continues from its best iterate (from x = 0 for a
-/// column whose residual exceeds b: its solve blew up): each outer step computes r = b - A x in double and
-/// solves A d = r by restarted flexible GMRES with F as right preconditioner (kLuGmresRestart,
-/// kLuGmresTolerance, kLuGmresMaxIterations), each right-hand side above the tolerance on its own, and adds
-/// d; the same stopping rule (tolerance,
-/// a step that fails to halve berr, the better iterate kept) with the outer steps of both stages counted
-/// against options.max_steps. Each replaced pivot perturbs the factor by a rank-one term, so GMRES
-/// preconditioned with it converges in about as many iterations as there are perturbed pivots, where
-/// classical refinement stagnates (M. Arioli, I. S. Duff, S. Gratton and S. Pralet, "A note on GMRES
-/// preconditioned by a perturbed LDL^T decomposition with static pivoting", SIAM J. Sci. Comput. 29(5),
-/// 2007; E. Carson and N. J. Higham, "Accelerating the solution of linear systems by iterative refinement
-/// in three precisions", SIAM J. Sci. Comput. 40(2), 2018). The result's steps say which were GMRES-IR
-/// steps and their inner iterations (RefinementStep::gmres, inner_iterations); it says when refinement
-/// stopped above the tolerance (stop == stagnated) or ran out of steps. B (n x nrhs, leading dimension
-/// ldb) is not modified; X (leading dimension ldx) receives the solution; host memory.
-/// Throws as solve_refined, and InvalidInput when A's order differs from F's.
+/// with steps left and F has perturbed pivots, classical refinement continues from its best iterate (from
+/// x = 0 for a column whose residual exceeds b: its solve blew up) with the corrected solve of
+/// `correction` (built here from F when null and LuCorrection::worthwhile; it must be of F's current
+/// generation), each step taking two
+/// solves with F: the same stopping rule (tolerance, a step that fails to halve berr, the better iterate
+/// kept), the steps of both stages counted against options.max_steps. The steps of the second stage say so
+/// (RefinementStep::corrected); the result says when refinement stopped above the tolerance
+/// (stop == stagnated) or ran out of steps. Each replaced pivot perturbs the factor by a rank-one term, so
+/// the correction removes what refinement with F alone cannot (M. Arioli, I. S. Duff, S. Gratton and
+/// S. Pralet, "A note on GMRES preconditioned by a perturbed LDL^T decomposition with static pivoting",
+/// SIAM J. Sci. Comput. 29(5), 2007, bound the same effect through GMRES's iteration count). B (n x nrhs,
+/// leading dimension ldb) is not modified; X (leading dimension ldx) receives the solution; host memory.
+/// Throws as solve_refined and LuCorrection, and InvalidInput when A's order differs from F's.
 RefinementResult lu_solve_refined(const SparseMatrix& A, const LuFactor& F, const double* B, index_t ldb, double* X,
                                   index_t ldx, index_t nrhs, Transpose trans = Transpose::no,
-                                  const RefineOptions& options = {});
+                                  const RefineOptions& options = {}, const LuCorrection* correction = nullptr);
 
 }  // namespace spade

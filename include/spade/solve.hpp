@@ -32,16 +32,15 @@ struct RefineOptions {
 struct RefinementStep {
   double residual_norm = 0;  ///< max over right-hand sides of ||b - A x||_inf
   double berr = 0;           ///< max over right-hand sides and rows of |b - A x|_i / (|A| |x| + |b|)_i
-  /// How this step's correction d of A d = r was solved: false for step 0 and for classical refinement (one
-  /// solve with the factor), true for a GMRES-IR step (GMRES preconditioned with the factor; only
-  /// lu_solve_refined of lu.hpp takes such steps).
-  bool gmres = false;
-  int inner_iterations = 0;  ///< a GMRES-IR step's GMRES iterations, summed over the right-hand sides
+  /// How this step's correction d of A d = r was solved: false for step 0 and for a solve with the factor,
+  /// true for a solve with the factor and the low-rank correction of its perturbed pivots (LuCorrection of
+  /// lu.hpp; only lu_solve_refined takes such steps).
+  bool corrected = false;
 };
 
 struct RefinementResult {
   std::vector<RefinementStep> steps;  ///< steps[0] is the unrefined solution, then one per correction
-                                      ///< (classical ones first, then any GMRES-IR ones)
+                                      ///< (with the factor alone first, then any corrected ones)
   RefinementStep solution;            ///< the returned X (the last step, or the one before it when the last
                                       ///< made things worse and was undone)
   bool converged = false;             ///< berr reached the tolerance

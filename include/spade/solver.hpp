@@ -27,7 +27,8 @@
 // GPU too, with the same placement rules: its plan is built beside the factorization and fed both
 // triangles' panels as the factorization finishes them; its row interchanges become index maps once it
 // returns (GpuSolvePlan::upload_lu and finish_lu in solve/gpu_solve.hpp). An LU with perturbed pivots
-// refines on the host, where GMRES-IR recovers what classical refinement cannot.
+// refines on the host, where the correction of its replaced pivots (LuCorrection) recovers what refinement
+// with the factor alone cannot.
 //
 // Threads: options.threads is used by the factorization (OpenMP over subtrees, BLAS at the top) and the
 // host solve; the plan's threads (one per plan: the per-supernode one and the partitioned inverse's) call
@@ -184,7 +185,8 @@ class Solver {
   /// n), original numbering) and the solution on return, in host or device memory as `memory` says
   /// (device memory needs a GPU). Synchronous. Throws InvalidInput without a successful factorization, for
   /// bad shapes, or for a NaN/Inf in host right-hand sides; NumericalError (no_progress) or ResourceError
-  /// when the GPU fails.
+  /// when the GPU fails. An LU factored again by solve_refined at kLuCorrectedPivotTolerance solves on the
+  /// host with the correction of its replaced pivots (NumericalError (singular) when it finds A singular).
   void solve(double* X, index_t nrhs, index_t ldx, Memory memory = Memory::host);
 
   /// Solves A^T X = B in place, X in host memory (as solve()), where solve() runs: the LU's transposed
@@ -193,14 +195,15 @@ class Solver {
 
   /// Solves A X = B with iterative refinement (options.refine; the rules of solve.hpp's solve_refined)
   /// against the last factorized A; an LU with perturbed pivots refines on the host with lu_solve_refined
-  /// (lu.hpp: GMRES-IR follows where they stall classical refinement), whatever the placement. Where that
-  /// does not converge and the ordering is automatic (options.analyze.ordering empty), the LU is analyzed
-  /// and factored again with each other ordering (METIS, COLAMD, AMD) until one converges: static pivoting
-  /// finds its pivots inside the diagonal blocks that the ordering makes. The factor then stays the last
-  /// one tried (later solves use it), and report().factorization_reason lists the orderings tried and
-  /// their outcome. B (leading dimension ldb) is not modified; X (ldx) receives the solution; both in host
-  /// or device memory as `memory` says. On the GPU the iterates stay on the device until the end. Same
-  /// errors as solve(), and as factorize() while trying the other orderings.
+  /// (lu.hpp: the correction of the replaced pivots follows where they stall refinement with the factor
+  /// alone), whatever the placement. Where that does not converge, the LU is factored again at
+  /// kLuCorrectedPivotTolerance (lu.hpp: more pivots replaced, the factor's growth bounded) and refined with
+  /// the correction; this analysis' later factorizations keep that tolerance, and its solves, plain ones
+  /// included, are corrected on the host (the factor alone is of a matrix far from A).
+  /// report().factorization_reason says so, with both outcomes. B (leading dimension ldb) is not modified;
+  /// X (ldx) receives the solution; both in host or device memory as `memory` says. On the GPU the iterates
+  /// stay on the device until the end. Same errors as solve(), and as factorize() while factoring again;
+  /// NumericalError (singular) when the correction finds A singular.
   RefinementResult solve_refined(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs,
                                  Memory memory = Memory::host);
   /// The same with these refinement options instead of options().refine.
