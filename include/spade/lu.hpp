@@ -108,8 +108,9 @@ struct LuFactorOptions {
 };
 
 /// The pivot tolerance at which Solver refactors an LU whose refinement stagnated with perturbed pivots:
-/// a replaced pivot's multipliers are then at most 100 times its column's largest entry, so that a solve
-/// with the factor is accurate enough for LuCorrection to cancel the replacements exactly.
+/// each replaced pivot then grows the factor by a factor of about 1e2 instead of 1e8 (1 / tolerance), so
+/// that solves with the factor keep the digits LuCorrection needs to undo the replacements
+/// (docs/benchmarks/lu_correction.md).
 constexpr double kLuCorrectedPivotTolerance = 1e-2;
 
 /// A replaced pivot as a change of one entry of A: the factor is of A + sum over perturbations of
