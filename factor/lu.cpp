@@ -84,10 +84,10 @@ void check_input(const LuSymbolic& S, const SparseMatrix& A) {
 
 // LU with row pivoting of the k x k block a (leading dimension lda), in place as LAPACK's getrf leaves it;
 // ipiv[c] = the row (0-based in the block) interchanged with row c. A pivot of magnitude below tau becomes
-// tau with its sign (+tau for 0), counted in `perturbed`; delta[c] receives what was added to pivot c (0 for
-// a pivot kept). Blocked: panels of kPanel columns are factored by
-// rank-1 updates, then the block row right of the panel by trsm and the trailing block by gemm.
-void factor_diagonal_block(double* a, int k, int lda, index_t* ipiv, double tau, double* delta, index_t& perturbed) {
+// tau with its sign (+tau for 0); delta[c] receives what was added to pivot c (nonzero exactly where one was
+// replaced). Blocked: panels of kPanel columns are factored by rank-1 updates, then the block row right of
+// the panel by trsm and the trailing block by gemm.
+void factor_diagonal_block(double* a, int k, int lda, index_t* ipiv, double tau, double* delta) {
   const double one = 1.0, minus_one = -1.0;
   for (int j0 = 0; j0 < k; j0 += kPanel) {
     const int nb = std::min(kPanel, k - j0);
@@ -104,7 +104,6 @@ void factor_diagonal_block(double* a, int k, int lda, index_t* ipiv, double tau,
         const double replaced = std::signbit(ac[c]) ? -tau : tau;
         delta[c] = replaced - ac[c];
         ac[c] = replaced;
-        ++perturbed;
       }
       const double inv = 1.0 / ac[c];
       for (int r = c + 1; r < k; ++r) ac[r] *= inv;
@@ -278,24 +277,19 @@ void LuFactor::factor_all(const SparseMatrix& A) {
   }
   pivot_threshold_ = pivot_tolerance_ * norm;
   if (!(pivot_threshold_ > 0)) pivot_threshold_ = std::numeric_limits<double>::min();  // A = 0 on its pattern
-  std::vector<index_t> perturbed(structure().num_supernodes, 0);
   detail::factor_over_tree(
       structure(), subtree_roots_, top_, threads_, work_size_,
-      [&](index_t s, std::vector<index_t>& relpos, std::vector<double>& work) {
-        factor_supernode(s, A, relpos, work, perturbed[s]);
-      },
+      [&](index_t s, std::vector<index_t>& relpos, std::vector<double>& work) { factor_supernode(s, A, relpos, work); },
       [&](index_t first, index_t last) {
         if (progress_) progress_(*this, first, last);
       });
-  perturbed_pivots_ = std::accumulate(perturbed.begin(), perturbed.end(), index_t{0});
 
   // Each replaced pivot, in A's numbering. Position j of Q C = L U holds row order[j] of C, so pivot j's
   // change is an addition to C(order[j], j), which is M(perm[order[j]], perm[j]) = Dr(i) A(i, col) Dc(col)
   // with i = row_perm[perm[order[j]]] and col = perm[j].
-  if (perturbed_pivots_ == 0) return;
+  if (std::all_of(pivot_delta_.begin(), pivot_delta_.end(), [](double d) { return d == 0; })) return;
   const std::vector<index_t> order = row_order();
   const std::vector<index_t>& perm = L.structure->perm;
-  perturbations_.reserve(static_cast<std::size_t>(perturbed_pivots_));
   for (index_t j = 0; j < L.n; ++j) {
     if (pivot_delta_[j] == 0) continue;
     const index_t i = L.row_perm[perm[order[j]]], col = perm[j];
@@ -304,7 +298,7 @@ void LuFactor::factor_all(const SparseMatrix& A) {
 }
 
 void LuFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vector<index_t>& relpos,
-                                std::vector<double>& work, index_t& perturbed) {
+                                std::vector<double>& work) {
   const LuSymbolic& L = *symbolic_;
   const SymbolicFactor& S = structure();
   const index_t f = S.supernode_begin[s], l = S.supernode_begin[s + 1];
@@ -381,7 +375,7 @@ void LuFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vector<in
   // The diagonal block with row pivoting inside it, then L21 = A21 U11^{-1} and U12 = L11^{-1} P A12 (as
   // U12^T = (P A12)^T L11^{-T}).
   index_t* piv = pivots_.data() + f;
-  factor_diagonal_block(lp, k, m, piv, pivot_threshold_, pivot_delta_.data() + f, perturbed);
+  factor_diagonal_block(lp, k, m, piv, pivot_threshold_, pivot_delta_.data() + f);
   for (int c = 0; c < k; ++c) {
     if (!std::isfinite(lp[c + static_cast<offset_t>(c) * m])) {
       const index_t j = L.structure->perm[f + c];

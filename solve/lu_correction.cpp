@@ -69,7 +69,7 @@ LuCorrection::LuCorrection(const LuFactor& F) {
 }
 
 void LuCorrection::solve_in_place(const LuFactor& F, double* X, index_t nrhs, index_t ldx, Transpose trans) const {
-  if (&F != factor_ || F.generation() != generation_)
+  if (!built_for(F))
     throw InvalidInput("LuCorrection: the correction was built for another factor or an earlier factorization");
   lu_solve_in_place(F, X, nrhs, ldx, trans);  // checks the call, then Y = (A + E)^{-1} B
   const index_t n = F.symbolic().n, k = rank();

@@ -22,8 +22,8 @@ RefinementResult lu_solve_refined(const SparseMatrix& A, const LuFactor& F, cons
   if (A.rows() != n || A.cols() != n)
     throw InvalidInput("solve_refined: A is " + std::to_string(A.rows()) + " x " + std::to_string(A.cols()) +
                        " but the factor is of order " + std::to_string(n));
-  if (correction && (correction->generation() != F.generation()))
-    throw InvalidInput("solve_refined: the correction was built for an earlier factorization");
+  if (correction && !correction->built_for(F))
+    throw InvalidInput("solve_refined: the correction was built for another factor or an earlier factorization");
   return out_of_memory_is_resource_error("solve_refined", [&] {
     const SolveFunction solve = [&F, trans](double* Y, index_t k, index_t ld) { lu_solve_in_place(F, Y, k, ld, trans); };
     const SparseMatrix At = trans == Transpose::yes ? A.transpose() : SparseMatrix();

@@ -250,29 +250,30 @@ struct Solver::Impl {
 
   // The LU's pivot tolerance (LuFactorOptions::pivot_tolerance): the default until a refinement stagnates
   // on replaced pivots, then kLuCorrectedPivotTolerance for this analysis, whose factors solve with the
-  // correction of their replaced pivots (built once per factorization).
+  // correction of their replaced pivots (built once per factorization, dropped with the factor it was
+  // built for).
   double lu_pivot_tolerance = LuFactorOptions{}.pivot_tolerance;
   std::optional<LuCorrection> correction;
 
-  /// Whether the LU's solves apply the correction: its pivots were replaced at the larger tolerance, and a
-  /// solve with the factor alone is of a matrix far from A.
-  bool lu_corrected() const { return lu && lu->pivot_tolerance() >= kLuCorrectedPivotTolerance && lu->perturbed_pivots() > 0; }
+  /// Whether this analysis' LU factors at kLuCorrectedPivotTolerance: its solves apply the correction and
+  /// run on the host (a solve with the factor alone is of a matrix far from A).
+  bool lu_escalated() const { return lu_symbolic && lu_pivot_tolerance >= kLuCorrectedPivotTolerance; }
 
   /// The correction of the current LU's replaced pivots, built on first use; null when the LU has none or
   /// LuCorrection::worthwhile says no.
   const LuCorrection* lu_correction() {
     if (!lu || !LuCorrection::worthwhile(*lu)) return nullptr;
-    if (!correction || correction->generation() != lu->generation()) {
+    if (!correction || !correction->built_for(*lu)) {
       correction.reset();
       correction.emplace(*lu);
     }
     return &*correction;
   }
 
-  /// A X = B (or A^T X = B) with the LU on the host, X in host memory: corrected when lu_corrected().
+  /// A X = B (or A^T X = B) with the LU on the host, X in host memory: corrected when lu_escalated().
   void lu_host_solve(double* X, index_t nrhs, index_t ldx, Transpose trans) {
     BlasThreads blas(lu->threads());
-    const LuCorrection* c = lu_corrected() ? lu_correction() : nullptr;
+    const LuCorrection* c = lu_escalated() ? lu_correction() : nullptr;
     if (c)
       c->solve_in_place(*lu, X, nrhs, ldx, trans);
     else
@@ -313,9 +314,8 @@ struct Solver::Impl {
     report.phases.push_back({name, seconds, gflops});
   }
 
-  /// Analyzes A for the LU (discarding a Cholesky analysis, factor and plan) and records why; with
-  /// `ordering`, that ordering instead of options.analyze.ordering.
-  void analyze_for_lu(const SparseMatrix& A, const std::string& why, std::optional<OrderingMethod> ordering = {}) {
+  /// Analyzes A for the LU (discarding a Cholesky analysis, factor and plan) and records why.
+  void analyze_for_lu(const SparseMatrix& A, const std::string& why) {
     stop_partitioned();
     pinned.reset();
     residual.reset();
@@ -324,10 +324,9 @@ struct Solver::Impl {
     report.plan.reset();
     factor.reset();
     lu.reset();
-    correction.reset();
     lu_pivot_tolerance = LuFactorOptions{}.pivot_tolerance;
     LuAnalyzeOptions lo;
-    lo.ordering = ordering ? ordering : options.analyze.ordering;
+    lo.ordering = options.analyze.ordering;
     lo.supernodes = options.analyze.supernodes;
     lu_symbolic = analyze_lu(A, lo);
     symbolic = lu_symbolic->structure;
@@ -348,7 +347,7 @@ struct Solver::Impl {
     report.gpu = false;
     if (options.placement == Placement::cpu)
       report.placement_reason = "host solve (placement cpu)";
-    else if (lu_symbolic && lu_pivot_tolerance >= kLuCorrectedPivotTolerance)
+    else if (lu_escalated())
       report.placement_reason = "host solve: the LU's replaced pivots are corrected on the host";
     else
       report.placement_reason = "host solve: " + device_problem;
@@ -745,7 +744,7 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
   s.stop_partitioned();
   s.A = A;
   // An LU factored at kLuCorrectedPivotTolerance solves with its correction, on the host.
-  const bool try_gpu = placement != Placement::cpu && s.device_ok && !(s.lu_symbolic && s.lu_pivot_tolerance >= kLuCorrectedPivotTolerance);
+  const bool try_gpu = placement != Placement::cpu && s.device_ok && !s.lu_escalated();
 
   std::thread worker;
   std::atomic<bool> factor_failed{false};
@@ -783,6 +782,7 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
         fo.progress = [impl = &s](const LuFactor& f, index_t first, index_t last) {
           if (impl->streaming) impl->queue.push({f.l_values().data(), f.u_values().data(), first, last});
         };
+        s.correction.reset();  // a new factor may take the old one's address and generation
         s.lu.emplace(s.lu_symbolic, A, fo);
       }
     } else if (s.factor) {
@@ -1004,10 +1004,10 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
   // Static pivoting replaces a pivot where its diagonal block offers no good one. At the default tolerance
   // the replacements are tiny, but each multiplies the factor's growth by up to 1 / tolerance, and the
   // solves can be too inaccurate for refinement to converge, corrected or not (nnc1374, NSR8K:
-  // docs/BENCHMARKS.md). An LU whose refinement did not converge with replaced pivots is factored again at
+  // docs/benchmarks/lu_correction.md). An LU whose refinement did not converge with replaced pivots is factored again at
   // kLuCorrectedPivotTolerance, which bounds the growth, and refined with the exact correction of its
   // (more) replaced pivots; later factorizations of this analysis keep that tolerance.
-  if (s.lu && !result.converged && s.lu->perturbed_pivots() > 0 && s.lu_pivot_tolerance < kLuCorrectedPivotTolerance) {
+  if (s.lu && !result.converged && s.lu->perturbed_pivots() > 0 && !s.lu_escalated()) {
     char line[240];
     std::snprintf(line, sizeof line,
                   " (static pivoting: %d replaced pivots and refinement stopped at berr %.1e; factored again at "
@@ -1017,7 +1017,6 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
     const auto factor_at = [&s](double tolerance) {
       s.lu_pivot_tolerance = tolerance;
       s.lu.reset();
-      s.correction.reset();
       s.factorize_streaming(*s.A);
     };
     factor_at(kLuCorrectedPivotTolerance);

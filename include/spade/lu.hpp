@@ -152,7 +152,7 @@ class LuFactor {
   const SymbolicFactor& structure() const noexcept { return *symbolic_->structure; }
 
   /// Pivots of the last factorization whose magnitude was below pivot_threshold() and was replaced by it.
-  index_t perturbed_pivots() const noexcept { return perturbed_pivots_; }
+  index_t perturbed_pivots() const noexcept { return static_cast<index_t>(perturbations_.size()); }
   /// The replaced pivots of the last factorization, in the order of the pivots (size perturbed_pivots()).
   const std::vector<PivotPerturbation>& perturbations() const noexcept { return perturbations_; }
   /// pivot_tolerance * ||M||_1 of the last factorization.
@@ -181,15 +181,13 @@ class LuFactor {
     index_t first_row;
   };
   void factor_all(const SparseMatrix& A);
-  void factor_supernode(index_t s, const SparseMatrix& A, std::vector<index_t>& relpos, std::vector<double>& work,
-                        index_t& perturbed);
+  void factor_supernode(index_t s, const SparseMatrix& A, std::vector<index_t>& relpos, std::vector<double>& work);
 
   std::shared_ptr<const LuSymbolic> symbolic_;
   LuProgress progress_;
   int threads_ = 1;
   bool valid_ = false;
   std::uint64_t generation_ = 0;
-  index_t perturbed_pivots_ = 0;
   double pivot_threshold_ = 0;
   double pivot_tolerance_ = 0;
   std::vector<PivotPerturbation> perturbations_;
@@ -243,6 +241,8 @@ class LuCorrection {
   index_t rank() const noexcept { return static_cast<index_t>(perturbations_.size()); }
   /// F's generation (LuFactor::generation) that K was built from.
   std::uint64_t generation() const noexcept { return generation_; }
+  /// Whether K was built from F at its current generation (solve_in_place accepts F).
+  bool built_for(const LuFactor& F) const noexcept { return &F == factor_ && F.generation() == generation_; }
 
   /// Solves A X = B (trans no) or A^T X = B (trans yes) in place as lu_solve_in_place does, with the
   /// correction applied: X is n x nrhs, column-major, leading dimension ldx >= max(1, n), A's numbering.
@@ -262,13 +262,13 @@ class LuCorrection {
 /// Solves A X = B (trans no) or A^T X = B (trans yes) with iterative refinement in two stages, A being the
 /// matrix F factored (A's numbering, n x n). First classical refinement: solve_refined (solve.hpp) with
 /// lu_solve_in_place and the residual with the original A (or A^T). When that stagnates above the tolerance
-/// with steps left and F has perturbed pivots, classical refinement continues from its best iterate (from
-/// x = 0 for a column whose residual exceeds b: its solve blew up) with the corrected solve of
-/// `correction` (built here from F when null and LuCorrection::worthwhile; it must be of F's current
-/// generation), each step taking two
-/// solves with F: the same stopping rule (tolerance, a step that fails to halve berr, the better iterate
-/// kept), the steps of both stages counted against options.max_steps. The steps of the second stage say so
-/// (RefinementStep::corrected); the result says when refinement stopped above the tolerance
+/// with steps left and F has perturbed pivots, classical refinement starts again from B with the corrected
+/// solve of `correction` (built here from F when null and LuCorrection::worthwhile; it must be built for F
+/// at its current generation), each step taking two solves with F: the same stopping rule (tolerance, a
+/// step that fails to halve berr, the better iterate kept), the steps of both stages (the second one's
+/// first solve included) counted against options.max_steps, and the better of the two stages' solutions
+/// returned. The steps of the second stage say so (RefinementStep::corrected); the result says when
+/// refinement stopped above the tolerance
 /// (stop == stagnated) or ran out of steps. Each replaced pivot perturbs the factor by a rank-one term, so
 /// the correction removes what refinement with F alone cannot (M. Arioli, I. S. Duff, S. Gratton and
 /// S. Pralet, "A note on GMRES preconditioned by a perturbed LDL^T decomposition with static pivoting",
