@@ -16,6 +16,7 @@
 
 #include "../kernels/cuda_check.hpp"
 #include "../kernels/supernodal_kernels.hpp"
+#include "lu_correction.hpp"
 #include "spade/error.hpp"
 
 namespace spade {
@@ -919,6 +920,174 @@ void GpuResidual::set_stream(cudaStream_t stream) {
   cusparse_check(cusparseSetStream(device_->cusparse, stream), "cusparseSetStream");
   cublas_check(cublasSetStream(device_->cublas, stream), "cublasSetStream");
   stream_ = stream;
+}
+
+// ---- GpuLuCorrection ----
+
+namespace {
+
+/// T(i, r) = sign X(index[i], r) for the k x nrhs block T (leading dimension k).
+__global__ void gather_rows_kernel(const double* X, long long ldx, const index_t* index, long long k, long long nrhs,
+                                   double sign, double* T) {
+  for (long long e = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; e < k * nrhs;
+       e += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const long long r = e / k, i = e - r * k;
+    T[e] = sign * X[index[i] + r * ldx];
+  }
+}
+
+/// W(index[i], r) = T(i, r) for the k x nrhs block T, or 1 for i = r where T is null (unit columns);
+/// index holds distinct rows (no two replaced pivots share a row or a column: they are pivots), so no two
+/// threads write one entry.
+__global__ void scatter_rows_kernel(const double* T, const index_t* index, long long k, long long nrhs, double* W,
+                                    long long ldw) {
+  for (long long e = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; e < k * nrhs;
+       e += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const long long r = e / k, i = e - r * k;
+    if (T != nullptr)
+      W[index[i] + r * ldw] = T[e];
+    else if (i == r)
+      W[index[i] + r * ldw] = 1.0;
+  }
+}
+
+/// X(:, r) += W(:, r) for the n x nrhs blocks X (leading dimension ldx) and W (ldw).
+__global__ void add_block_kernel(double* X, long long ldx, const double* W, long long ldw, long long n, long long nrhs) {
+  for (long long e = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; e < n * nrhs;
+       e += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const long long r = e / n, i = e - r * n;
+    X[i + r * ldx] += W[i + r * ldw];
+  }
+}
+
+/// K(i, i) += 1 / delta[i] for the k x k K, and *first_bad = the least column of K holding a NaN or an
+/// infinity (left alone where none does).
+__global__ void finish_k_kernel(double* K, const double* delta, long long k, int* first_bad) {
+  for (long long e = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; e < k * k;
+       e += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const long long j = e / k, i = e - j * k;
+    if (i == j) K[e] += 1.0 / delta[i];
+    if (!isfinite(K[e])) atomicMin(first_bad, static_cast<int>(j));
+  }
+}
+
+int grid_for(long long count, int threads) {
+  return static_cast<int>(std::min<long long>(std::max<long long>((count + threads - 1) / threads, 1), 4096));
+}
+
+}  // namespace
+
+struct GpuLuCorrection::Device {
+  DeviceArray<double> K;            // k x k: K, then getrf's factors
+  DeviceArray<int> pivots;          // getrf's ipiv, 1-based
+  DeviceArray<index_t> rows, cols;  // of the perturbed entries, A's numbering
+  DeviceArray<double> T;            // k x nrhs: V^T Y, then K^{-1} V^T Y
+  DeviceArray<int> status;          // getrf's info, then the first column of K that is not finite
+  cusolverDnHandle_t cusolver = nullptr;
+  ~Device() {
+    if (cusolver != nullptr) cusolverDnDestroy(cusolver);
+  }
+};
+
+GpuLuCorrection::GpuLuCorrection(const LuFactor& F, GpuSolvePlan& plan)
+    : factor_(&F), generation_(F.generation()), k_(F.perturbed_pivots()), device_(std::make_unique<Device>()) {
+  if (k_ == 0) throw InvalidInput("GpuLuCorrection: the factor has no replaced pivots to correct");
+  if (!plan.is_lu() || plan.generation() != F.generation())
+    throw InvalidInput("GpuLuCorrection: the plan does not hold this factor's values");
+  Device& d = *device_;
+  const cudaStream_t stream = plan.stream();
+  const index_t n = F.symbolic().n, k = k_;
+  const std::vector<PivotPerturbation>& perturbations = F.perturbations();
+  std::vector<index_t> rows(static_cast<std::size_t>(k)), cols(rows.size());
+  std::vector<double> delta(rows.size());
+  for (index_t i = 0; i < k; ++i) {
+    rows[i] = perturbations[i].row;
+    cols[i] = perturbations[i].col;
+    delta[i] = perturbations[i].delta;
+  }
+  d.rows = DeviceArray<index_t>(rows, stream);
+  d.cols = DeviceArray<index_t>(cols, stream);
+  const DeviceArray<double> deltas(delta, stream);
+  d.K = DeviceArray<double>(static_cast<std::size_t>(k) * k, stream);
+  d.pivots = DeviceArray<int>(static_cast<std::size_t>(k), stream);
+  d.status = DeviceArray<int>(2, stream);
+  cusolver_check(cusolverDnCreate(&d.cusolver), "cusolverDnCreate");
+  cusolver_check(cusolverDnSetStream(d.cusolver, stream), "cusolverDnSetStream");
+  // K = D^{-1} - V^T G U, a panel of U's columns e_row at a time (as many as a quarter of the free memory
+  // holds, at most 64).
+  std::size_t free_bytes = 0, total_bytes = 0;
+  gpu_memory(free_bytes, total_bytes);
+  const std::size_t column_bytes = static_cast<std::size_t>(std::max<index_t>(n, 1)) * sizeof(double);
+  const index_t panel = static_cast<index_t>(
+      std::max<std::size_t>(1, std::min<std::size_t>({static_cast<std::size_t>(k), 64, free_bytes / 4 / column_bytes})));
+  const DeviceArray<double> W(static_cast<std::size_t>(n) * panel, stream);
+  const int threads = 256;
+  for (index_t first = 0; first < k; first += panel) {
+    const index_t width = std::min(panel, k - first);
+    SPADE_CUDA_CHECK(cudaMemsetAsync(W.get(), 0, static_cast<std::size_t>(n) * width * sizeof(double), stream));
+    scatter_rows_kernel<<<grid_for(static_cast<long long>(width) * width, threads), threads, 0, stream>>>(
+        nullptr, d.rows.get() + first, width, width, W.get(), n);
+    SPADE_CUDA_CHECK_LAUNCH();
+    plan.solve(W.get(), n, W.get(), n, width, generation_);
+    gather_rows_kernel<<<grid_for(static_cast<long long>(k) * width, threads), threads, 0, stream>>>(
+        W.get(), n, d.cols.get(), k, width, -1.0, d.K.get() + static_cast<std::size_t>(first) * k);
+    SPADE_CUDA_CHECK_LAUNCH();
+  }
+  const int no_bad_column = static_cast<int>(k);
+  SPADE_CUDA_CHECK(cudaMemcpyAsync(d.status.get() + 1, &no_bad_column, sizeof(int), cudaMemcpyHostToDevice, stream));
+  finish_k_kernel<<<grid_for(static_cast<long long>(k) * k, threads), threads, 0, stream>>>(d.K.get(), deltas.get(), k,
+                                                                                            d.status.get() + 1);
+  SPADE_CUDA_CHECK_LAUNCH();
+  int lwork = 0;
+  cusolver_check(cusolverDnDgetrf_bufferSize(d.cusolver, k, k, d.K.get(), k, &lwork), "cusolverDnDgetrf_bufferSize");
+  const DeviceArray<double> work(static_cast<std::size_t>(std::max(lwork, 1)), stream);
+  cusolver_check(cusolverDnDgetrf(d.cusolver, k, k, d.K.get(), k, work.get(), d.pivots.get(), d.status.get()),
+                 "cusolverDnDgetrf");
+  int status[2] = {0, 0};
+  SPADE_CUDA_CHECK(cudaMemcpyAsync(status, d.status.get(), sizeof status, cudaMemcpyDeviceToHost, stream));
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (status[1] < k) throw correction_overflow(perturbations[status[1]].col, "building the pivots' correction");
+  if (status[0] > 0) throw correction_singular(k, perturbations[status[0] - 1].col);
+}
+
+GpuLuCorrection::~GpuLuCorrection() = default;
+
+void GpuLuCorrection::solve(GpuSolvePlan& plan, double* X, index_t ldx, index_t nrhs, Transpose trans, double* W,
+                            double& forward_seconds, double& backward_seconds, int& passes) {
+  if (!built_for(*factor_) || plan.generation() != generation_)
+    throw InvalidInput("GpuLuCorrection: the plan no longer holds the factor the correction was built for");
+  const index_t n = plan.structure().solve->n;
+  auto plan_solve = [&](double* Y, index_t ldy) {
+    plan.solve(Y, ldy, Y, ldy, nrhs, generation_, trans);
+    forward_seconds += plan.last_forward_seconds();
+    backward_seconds += plan.last_backward_seconds();
+    passes += plan.last_passes();
+  };
+  plan_solve(X, ldx);  // Y = G X
+  if (nrhs == 0 || n == 0) return;
+  Device& d = *device_;
+  const cudaStream_t stream = plan.stream();
+  const std::size_t count = static_cast<std::size_t>(k_) * nrhs;
+  if (d.T.size() < count) d.T = DeviceArray<double>(count, stream);
+  // A X = B: T = K^{-1} V^T Y, W = G U T. A^T X = B: T = K^{-T} U^T Y, W = G^T V T.
+  const bool no = trans == Transpose::no;
+  const int threads = 256;
+  gather_rows_kernel<<<grid_for(static_cast<long long>(count), threads), threads, 0, stream>>>(
+      X, ldx, no ? d.cols.get() : d.rows.get(), k_, nrhs, 1.0, d.T.get());
+  SPADE_CUDA_CHECK_LAUNCH();
+  cusolver_check(cusolverDnSetStream(d.cusolver, stream), "cusolverDnSetStream");
+  cusolver_check(cusolverDnDgetrs(d.cusolver, no ? CUBLAS_OP_N : CUBLAS_OP_T, k_, static_cast<int>(nrhs), d.K.get(),
+                                  k_, d.pivots.get(), d.T.get(), k_, d.status.get()),
+                 "cusolverDnDgetrs");
+  SPADE_CUDA_CHECK(cudaMemsetAsync(W, 0, static_cast<std::size_t>(n) * nrhs * sizeof(double), stream));
+  scatter_rows_kernel<<<grid_for(static_cast<long long>(count), threads), threads, 0, stream>>>(
+      d.T.get(), no ? d.rows.get() : d.cols.get(), k_, nrhs, W, n);
+  SPADE_CUDA_CHECK_LAUNCH();
+  plan_solve(W, n);
+  add_block_kernel<<<grid_for(static_cast<long long>(n) * nrhs, threads), threads, 0, stream>>>(X, ldx, W, n, n,
+                                                                                                 nrhs);
+  SPADE_CUDA_CHECK_LAUNCH();
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 // ---- host registration and device description ----

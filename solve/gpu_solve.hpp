@@ -1,5 +1,5 @@
 // The GPU side of spade's solve phase, used by the Solver facade (include/spade/solver.hpp); internal header
-// of solve/. Three pieces:
+// of solve/. Four pieces:
 //   GpuSolvePlan   - the supernodal solve plan: built from the symbolic factor alone (the schedule of
 //                    supernodal_schedule.hpp, every device allocation, the pattern on the device), then fed
 //                    the factor's values range by range as the host factorization finishes them; each range
@@ -11,6 +11,9 @@
 //                    backward sweep on U's, A^T x = b the other way round (see upload_lu and finish_lu).
 //   GpuResidual    - A on the device for iterative refinement: R = B - A X by cuSPARSE SpMM, and the
 //                    Oettli-Prager backward error with |A| |X| by cuSPARSE and one reduction kernel.
+//   GpuLuCorrection - the correction of an LU's replaced pivots (LuCorrection, lu.hpp) on the device, built
+//                    from the plan's own solves: a corrected solve is two solves with the plan and one
+//                    with the small matrix K.
 //   HostRegistration - page-locks the host factor's values (cudaHostRegister) so uploads run as DMA.
 // Everything here uses the CUDA device that is current when the object is created; every call must be made
 // with that device current. Errors: ResourceError for CUDA, cuBLAS, cuSOLVER and cuSPARSE failures (out of
@@ -228,6 +231,47 @@ class GpuResidual {
   offset_t nnz_ = 0;
   bool transposed_ = false;  // the device holds A^T's CSC arrays (A was not symmetric)
   cudaStream_t stream_;
+  std::unique_ptr<Device> device_;
+};
+
+/// The correction of an LU factor's replaced pivots on the device, for the corrected solves of the
+/// GpuSolvePlan that holds the factor: LuCorrection's formula (lu.hpp; Sherman-Morrison-Woodbury, W. W.
+/// Hager, SIAM Review 31(2), 1989) with K = D^{-1} - V^T G U built from the plan's own solves G, so that
+/// the corrected solve is the exact inverse of A plus the GPU solve's own backward error (a K built from
+/// the host's solves would add the difference of the two solves, amplified by K^{-1}, which on
+/// ill-conditioned factors spoils refinement); LU factored and solved with by cuSOLVER getrf / getrs.
+class GpuLuCorrection {
+ public:
+  /// Builds K for F (k = F.perturbed_pivots() >= 1) from k solves with `plan`, which holds F's values at
+  /// F's current generation, in panels of up to 64 right-hand sides; device memory ordered on
+  /// plan.stream(), which must outlive this object. Synchronous. Throws InvalidInput for k = 0 or a plan
+  /// that does not hold F's values; NumericalError (not_finite) when a solve with F overflows,
+  /// (singular) naming the perturbed column of A when K is exactly singular (then so is A); ResourceError
+  /// for CUDA and cuSOLVER failures (out of memory included).
+  GpuLuCorrection(const LuFactor& F, GpuSolvePlan& plan);
+  ~GpuLuCorrection();
+  GpuLuCorrection(const GpuLuCorrection&) = delete;
+  GpuLuCorrection& operator=(const GpuLuCorrection&) = delete;
+
+  index_t rank() const { return k_; }
+  /// Whether K was built from F at its current generation (as LuCorrection::built_for).
+  bool built_for(const LuFactor& F) const { return &F == factor_ && F.generation() == generation_; }
+
+  /// Solves A X = B (A^T X = B with trans yes) in place, A being the matrix F was made from (F = A + U D
+  /// V^T): Y = G X by the plan, then X = Y + G U K^{-1} V^T Y (the transposed system: X = Y + G^T V K^{-T}
+  /// U^T Y), the second solve with the plan in W. X: n x nrhs, leading dimension ldx >= n; W: n x nrhs,
+  /// leading dimension n, overwritten; both DEVICE memory. Adds both solves' sweep times (seconds) and
+  /// passes to forward_seconds, backward_seconds and passes. Runs on plan.stream() and synchronizes (the
+  /// plan's solves do). Throws InvalidInput where the plan no longer holds F's values, and as
+  /// GpuSolvePlan::solve; ResourceError for a cuSOLVER failure.
+  void solve(GpuSolvePlan& plan, double* X, index_t ldx, index_t nrhs, Transpose trans, double* W,
+             double& forward_seconds, double& backward_seconds, int& passes);
+
+ private:
+  struct Device;
+  const LuFactor* factor_ = nullptr;
+  std::uint64_t generation_ = 0;
+  index_t k_ = 0;
   std::unique_ptr<Device> device_;
 };
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "../core/blas.hpp"
-#include "../core/messages.hpp"
 #include "../core/out_of_memory.hpp"
+#include "lu_correction.hpp"
 #include "spade/error.hpp"
 #include "spade/lu.hpp"
 
@@ -21,9 +21,7 @@ constexpr index_t kBuildPanel = 64;  // right-hand sides per solve while K is bu
 void check_finite_block(const double* X, index_t n, index_t nrhs, index_t ldx, const char* what) {
   for (index_t r = 0; r < nrhs; ++r)
     for (index_t i = 0; i < n; ++i)
-      if (!std::isfinite(X[i + static_cast<offset_t>(r) * ldx]))
-        throw NumericalError(NumericalError::Kind::not_finite, i,
-                             std::string("solve: ") + what + " overflowed: the LU factor's growth is too large");
+      if (!std::isfinite(X[i + static_cast<offset_t>(r) * ldx])) throw correction_overflow(i, what);
 }
 
 }  // namespace
@@ -59,12 +57,7 @@ LuCorrection::LuCorrection(const LuFactor& F) {
     const int ki = static_cast<int>(k);
     int info = 0;
     if (k > 0) dgetrf_(&ki, &ki, K_.data(), &ki, ipiv_.data(), &info);
-    if (info > 0) {
-      const index_t col = perturbations_[info - 1].col;
-      throw NumericalError(NumericalError::Kind::singular, col,
-                           "solve: A is numerically singular: the correction of its " + std::to_string(k) +
-                               " replaced pivots is exactly singular at the pivot of " + column_name(col));
-    }
+    if (info > 0) throw correction_singular(k, perturbations_[info - 1].col);
   });
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../core/out_of_memory.hpp"
+#include "refine_loop.hpp"
 #include "spade/error.hpp"
 #include "spade/lu.hpp"
 
@@ -49,19 +50,9 @@ RefinementResult lu_solve_refined(const SparseMatrix& A, const LuFactor& F, cons
     };
     RefineOptions rest = options;
     rest.max_steps = options.max_steps - used - 1;
-    const RefinementResult stage = solve_refined(M, corrected, B, ldb, X, ldx, nrhs, rest);
-    for (RefinementStep step : stage.steps) {
-      step.corrected = true;
-      result.steps.push_back(step);
-    }
-    if (stage.solution.berr <= result.solution.berr || stage.converged) {
-      result.solution = stage.solution;
-      result.converged = stage.converged;
-      result.stop = stage.stop;
-    } else {
+    if (!merge_corrected_stage(result, solve_refined(M, corrected, B, ldb, X, ldx, nrhs, rest)))
       for (index_t c = 0; c < nrhs; ++c)
         std::copy(first.begin() + c * ld, first.begin() + c * ld + n, X + static_cast<offset_t>(c) * ldx);
-    }
     return result;
   });
 }

@@ -50,4 +50,20 @@ RefinementResult refine_loop(Ops& ops, const RefineOptions& options) {
   return result;
 }
 
+/// The corrected stage of an LU's refinement (lu_solve_refined of lu.hpp, and the Solver's on the GPU),
+/// which starts again from B after the first stage `result` stopped above its tolerance: appends the
+/// stage's steps, marked corrected, to `result` and takes its solution where it converged or is no worse.
+/// Returns false where the first stage's solution stays: the caller then puts that stage's X back.
+inline bool merge_corrected_stage(RefinementResult& result, const RefinementResult& stage) {
+  for (RefinementStep step : stage.steps) {
+    step.corrected = true;
+    result.steps.push_back(step);
+  }
+  if (!(stage.converged || stage.solution.berr <= result.solution.berr)) return false;
+  result.solution = stage.solution;
+  result.converged = stage.converged;
+  result.stop = stage.stop;
+  return true;
+}
+
 }  // namespace spade

@@ -11,6 +11,7 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -245,6 +246,9 @@ struct Solver::Impl {
   std::size_t partitioned_others = 0;                   // device bytes of the per-supernode plan and the residual
   // The residual may run on either plan's stream (set_stream): destroyed before both.
   std::unique_ptr<GpuResidual> residual;
+  // The correction of the LU's replaced pivots for the LU plan's solves (gpu_lu_correction), its memory on
+  // the plan's stream: destroyed before the plan, and dropped with it.
+  std::unique_ptr<GpuLuCorrection> gpu_correction;
   std::unique_ptr<HostRegistration> pinned;
   bool use_gpu = false;  // the current factor's solves run on the GPU
 
@@ -255,8 +259,8 @@ struct Solver::Impl {
   double lu_pivot_tolerance = LuFactorOptions{}.pivot_tolerance;
   std::optional<LuCorrection> correction;
 
-  /// Whether this analysis' LU factors at kLuCorrectedPivotTolerance: its solves apply the correction and
-  /// run on the host (a solve with the factor alone is of a matrix far from A).
+  /// Whether this analysis' LU factors at kLuCorrectedPivotTolerance: its solves apply the correction (a
+  /// solve with the factor alone is of a matrix far from A).
   bool lu_escalated() const { return lu_symbolic && lu_pivot_tolerance >= kLuCorrectedPivotTolerance; }
 
   /// The correction of the current LU's replaced pivots, built on first use; null when the LU has none or
@@ -268,6 +272,17 @@ struct Solver::Impl {
       correction.emplace(*lu);
     }
     return &*correction;
+  }
+
+  /// The correction of the current LU's replaced pivots for the GPU plan's solves, built from them on first
+  /// use; null where lu_correction() would be.
+  GpuLuCorrection* gpu_lu_correction() {
+    if (!lu || !LuCorrection::worthwhile(*lu)) return nullptr;
+    if (!gpu_correction || !gpu_correction->built_for(*lu)) {
+      gpu_correction.reset();
+      gpu_correction = std::make_unique<GpuLuCorrection>(*lu, *plan);
+    }
+    return gpu_correction.get();
   }
 
   /// A X = B (or A^T X = B) with the LU on the host, X in host memory: corrected when lu_escalated().
@@ -318,6 +333,7 @@ struct Solver::Impl {
   void analyze_for_lu(const SparseMatrix& A, const std::string& why) {
     stop_partitioned();
     pinned.reset();
+    gpu_correction.reset();
     residual.reset();
     plan.reset();
     forget_partitioned();
@@ -347,8 +363,6 @@ struct Solver::Impl {
     report.gpu = false;
     if (options.placement == Placement::cpu)
       report.placement_reason = "host solve (placement cpu)";
-    else if (lu_escalated())
-      report.placement_reason = "host solve: the LU's replaced pivots are corrected on the host";
     else
       report.placement_reason = "host solve: " + device_problem;
   }
@@ -365,6 +379,7 @@ struct Solver::Impl {
       }
     }
     stop_partitioned();
+    gpu_correction.reset();
     residual.reset();
     plan.reset();
     forget_partitioned();
@@ -386,6 +401,7 @@ struct Solver::Impl {
     use_gpu = true;
     report.gpu = true;
     report.placement_reason = "GPU: " + device_description;
+    if (lu_escalated()) report.placement_reason += "; the LU's replaced pivots are corrected on the GPU";
   }
 
   /// The generation of the current factor's values.
@@ -649,6 +665,7 @@ void Solver::analyze(const SparseMatrix& A) {
   Impl& s = *impl_;
   s.stop_partitioned();
   s.pinned.reset();
+  s.gpu_correction.reset();
   s.residual.reset();
   s.plan.reset();
   s.forget_partitioned();
@@ -743,8 +760,7 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
   // The partitioned inverse's uploads read the factor's values, which this factorization replaces.
   s.stop_partitioned();
   s.A = A;
-  // An LU factored at kLuCorrectedPivotTolerance solves with its correction, on the host.
-  const bool try_gpu = placement != Placement::cpu && s.device_ok && !s.lu_escalated();
+  const bool try_gpu = placement != Placement::cpu && s.device_ok;
 
   std::thread worker;
   std::atomic<bool> factor_failed{false};
@@ -782,7 +798,8 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
         fo.progress = [impl = &s](const LuFactor& f, index_t first, index_t last) {
           if (impl->streaming) impl->queue.push({f.l_values().data(), f.u_values().data(), first, last});
         };
-        s.correction.reset();  // a new factor may take the old one's address and generation
+        s.gpu_correction.reset();  // a new factor may take the old one's address and generation
+        s.correction.reset();
         s.lu.emplace(s.lu_symbolic, A, fo);
       }
     } else if (s.factor) {
@@ -838,29 +855,43 @@ void Solver::Impl::gpu_solve(double* X, index_t nrhs, index_t ldx, Memory memory
   times.gpu = true;
   const std::uint64_t gen = generation();
   GpuSolvePlan& plan = solving_plan(times.partitioned);
-  if (memory == Memory::device) {
-    plan.solve(X, ldx, X, ldx, nrhs, gen, trans);
-    times.passes = plan.last_passes();
-    times.forward_seconds = plan.last_forward_seconds();
-    times.backward_seconds = plan.last_backward_seconds();
-    return;
-  }
-  // Host columns go through a device block, in chunks that fit the GPU's memory.
-  const index_t n = symbolic->n;
-  check_finite(X, n, nrhs, ldx);
-  const cudaStream_t stream = plan.stream();
-  const index_t ld = std::max<index_t>(n, 1), chunk = columns_that_fit(n, nrhs, 1);
-  DeviceBlock block(static_cast<std::size_t>(n) * chunk, stream);
-  for (index_t c = 0; c < nrhs; c += chunk) {
-    const index_t k = std::min(chunk, nrhs - c);
-    double* Xc = X + static_cast<offset_t>(c) * ldx;
-    copy_block(block.get(), ld, Xc, ldx, n, k, cudaMemcpyHostToDevice, stream);
-    plan.solve(block.get(), ld, block.get(), ld, k, gen, trans);
-    copy_block(Xc, ldx, block.get(), ld, n, k, cudaMemcpyDeviceToHost, stream);
-    SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  // An escalated LU's solves are corrected (GpuLuCorrection), with a device block W for the second solve.
+  GpuLuCorrection* corrected = lu_escalated() ? gpu_lu_correction() : nullptr;
+  const auto solve_block = [&](double* Y, index_t ldy, index_t k, double* W) {
+    if (corrected) {
+      corrected->solve(plan, Y, ldy, k, trans, W, times.forward_seconds, times.backward_seconds, times.passes);
+      return;
+    }
+    plan.solve(Y, ldy, Y, ldy, k, gen, trans);
     times.forward_seconds += plan.last_forward_seconds();
     times.backward_seconds += plan.last_backward_seconds();
     times.passes += plan.last_passes();
+  };
+  const index_t n = symbolic->n;
+  const cudaStream_t stream = plan.stream();
+  if (memory == Memory::device && !corrected) {
+    solve_block(X, ldx, nrhs, nullptr);
+    return;
+  }
+  // Host columns go through a device block, and W, in chunks that fit the GPU's memory.
+  if (memory == Memory::host) check_finite(X, n, nrhs, ldx);
+  const bool host = memory == Memory::host;
+  const index_t ld = std::max<index_t>(n, 1), chunk = columns_that_fit(n, nrhs, (host ? 1 : 0) + (corrected ? 1 : 0));
+  std::optional<DeviceBlock> block, W;
+  if (host) block.emplace(static_cast<std::size_t>(n) * chunk, stream);
+  if (corrected) W.emplace(static_cast<std::size_t>(n) * chunk, stream);
+  for (index_t c = 0; c < nrhs; c += chunk) {
+    const index_t k = std::min(chunk, nrhs - c);
+    double* Xc = X + static_cast<offset_t>(c) * ldx;
+    double* W_block = W ? W->get() : nullptr;
+    if (!host) {
+      solve_block(Xc, ldx, k, W_block);
+      continue;
+    }
+    copy_block(block->get(), ld, Xc, ldx, n, k, cudaMemcpyHostToDevice, stream);
+    solve_block(block->get(), ld, k, W_block);
+    copy_block(Xc, ldx, block->get(), ld, n, k, cudaMemcpyDeviceToHost, stream);
+    SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
 }
 
@@ -939,18 +970,24 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
   const index_t n = s.symbolic->n, ld = std::max<index_t>(n, 1);
   const auto t0 = Clock::now();
   RefinementResult result;
-  // An LU with perturbed pivots refines on the host (lu_solve_refined), where the correction of its
-  // replaced pivots recovers what refinement with the factor alone cannot.
-  if (s.use_gpu && (!s.lu || s.lu->perturbed_pivots() == 0)) {
+  if (s.use_gpu) {
     if (memory == Memory::host) check_finite(B, n, nrhs, ldb);
     bool partitioned = false;
     GpuSolvePlan& plan = s.solving_plan(partitioned);  // one plan for the whole refinement
     const cudaStream_t stream = plan.stream();
+    // An LU with replaced pivots may need a corrected stage (as lu_solve_refined): its first stage's X and
+    // the corrected solve's W take two more blocks.
+    const bool may_correct = s.lu && LuCorrection::worthwhile(*s.lu);
     // Contiguous device blocks (leading dimension n): B, X, the residual/correction D and the saved X, for
     // as many columns at a time as fit the GPU's memory; each chunk is refined on its own.
-    const index_t chunk = columns_that_fit(n, nrhs, 4);
+    const index_t chunk = columns_that_fit(n, nrhs, may_correct ? 6 : 4);
     const std::size_t count = static_cast<std::size_t>(n) * chunk;
     DeviceBlock b(count, stream), x(count, stream), d(count, stream), previous(count, stream);
+    std::optional<DeviceBlock> first, w;
+    if (may_correct) {
+      first.emplace(count, stream);
+      w.emplace(count, stream);
+    }
     const cudaMemcpyKind in = memory == Memory::host ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice;
     const cudaMemcpyKind out = memory == Memory::host ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
     struct GpuOps {
@@ -961,14 +998,25 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
       index_t n, ld, nrhs;
       cudaStream_t stream;
       std::uint64_t generation;
+      GpuLuCorrection* correction;  // null: solves with the factor alone
+      double* w;                    // the corrected solve's workspace
+      void solve(double* y) {
+        if (!correction) {
+          plan.solve(y, ld, y, ld, nrhs, generation);
+          return;
+        }
+        double forward = 0, backward = 0;
+        int passes = 0;
+        correction->solve(plan, y, ld, nrhs, Transpose::no, w, forward, backward, passes);
+      }
       void first_solve() {
         copy_block(x, ld, b, ld, n, nrhs, cudaMemcpyDeviceToDevice, stream);
-        plan.solve(x, ld, x, ld, nrhs, generation);
+        solve(x);
       }
       RefinementStep evaluate() { return s.residual->evaluate(b, x, d, nrhs); }
       void save() { copy_block(previous, ld, x, ld, n, nrhs, cudaMemcpyDeviceToDevice, stream); }
       void correct() {
-        plan.solve(d, ld, d, ld, nrhs, generation);
+        solve(d);
         s.residual->add(x, d, nrhs);
       }
       void restore() { copy_block(x, ld, previous, ld, n, nrhs, cudaMemcpyDeviceToDevice, stream); }
@@ -976,8 +1024,20 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
     for (index_t c = 0; c == 0 || c < nrhs; c += chunk) {  // once for nrhs = 0: the history has step 0
       const index_t k = std::min(chunk, nrhs - c);
       copy_block(b.get(), ld, B + static_cast<offset_t>(c) * ldb, ldb, n, k, in, stream);
-      GpuOps ops{s, plan, b.get(), x.get(), d.get(), previous.get(), n, ld, k, stream, s.generation()};
-      merge_refinement(result, refine_loop(ops, refine), c == 0);
+      GpuOps ops{s, plan, b.get(), x.get(), d.get(), previous.get(), n, ld, k, stream, s.generation(), nullptr, nullptr};
+      RefinementResult chunk_result = refine_loop(ops, refine);
+      // Where that stopped above the tolerance with steps left: the corrected stage, as lu_solve_refined's.
+      const int used = static_cast<int>(chunk_result.steps.size()) - 1;
+      if (may_correct && !chunk_result.converged && used < refine.max_steps) {
+        ops.correction = s.gpu_lu_correction();
+        ops.w = w->get();
+        copy_block(first->get(), ld, x.get(), ld, n, k, cudaMemcpyDeviceToDevice, stream);
+        RefineOptions rest = refine;
+        rest.max_steps = refine.max_steps - used - 1;
+        if (!merge_corrected_stage(chunk_result, refine_loop(ops, rest)))
+          copy_block(x.get(), ld, first->get(), ld, n, k, cudaMemcpyDeviceToDevice, stream);
+      }
+      merge_refinement(result, chunk_result, c == 0);
       copy_block(X + static_cast<offset_t>(c) * ldx, ldx, x.get(), ld, n, k, out, stream);
       SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
     }

@@ -837,14 +837,107 @@ TEST_P(GpuLuReal, MatchesHostSolveAndRefines) {
   refine.tolerance = 1e-13;
   const RefinementResult result = solver.solve_refined(B.data(), n, X.data(), n, nrhs, refine);
   // Every one converges: where the default tolerance's factor stagnates (lu_matrices.hpp), the facade
-  // factors again at kLuCorrectedPivotTolerance and solves with the correction, on the host.
+  // factors again at kLuCorrectedPivotTolerance and solves with the correction, on the GPU.
   EXPECT_TRUE(result.converged) << file << ": berr " << result.solution.berr << "; "
                                 << solver.report().factorization_reason;
   EXPECT_LE(result.solution.berr, 1e-13) << file << ", seed " << seed;
+  EXPECT_TRUE(solver.on_gpu()) << file << ": " << solver.report().placement_reason;
   if (solver.lu_factor().pivot_tolerance() >= kLuCorrectedPivotTolerance) {
-    EXPECT_FALSE(solver.on_gpu()) << file;
-    EXPECT_NE(solver.report().placement_reason.find("corrected on the host"), std::string::npos) << file;
+    EXPECT_NE(solver.report().placement_reason.find("corrected on the GPU"), std::string::npos) << file;
+    // Its plain solves are corrected too, on the GPU: A X = B and A^T X = B as accurate as the host's
+    // corrected solves (the rule of check_lu_gpu_against_host).
+    const SparseMatrix At = A.transpose();
+    const LuCorrection host_correction(solver.lu_factor());
+    for (const Transpose trans : {Transpose::no, Transpose::yes}) {
+      std::vector<double> Y = B, host = B;
+      if (trans == Transpose::no)
+        solver.solve(Y.data(), nrhs, n);
+      else
+        solver.solve_transposed(Y.data(), nrhs, n);
+      ASSERT_TRUE(solver.report().last_solve->gpu) << file;
+      host_correction.solve_in_place(solver.lu_factor(), host.data(), nrhs, n, trans);
+      const SparseMatrix& M = trans == Transpose::no ? A : At;
+      const double berr_gpu = worst_berr(M, B, Y, nrhs), berr_host = worst_berr(M, B, host, nrhs);
+      EXPECT_LE(berr_gpu, (kappa > 1e10 ? 1e4 : 100) * std::max(berr_host, kEps))
+          << file << (trans == Transpose::no ? ", A X = B" : ", A^T X = B") << ": berr GPU " << berr_gpu << " host "
+          << berr_host;
+    }
   }
+}
+
+TEST(GpuSolve, LuCorrectionMatchesTheHostCorrection) {
+  SPADE_REQUIRE_GPU();
+  // Random matrices with a zero diagonal at pivot tolerance 0.5: many replaced pivots, a factor of a
+  // matrix far from A. The GPU's corrected solves (both systems, one and several right-hand sides, a
+  // leading dimension above n) agree with the host's LuCorrection to what their backward errors allow.
+  for (const unsigned seed : {3u, 8u}) {
+    const index_t n = 700;
+    const SparseMatrix A = testing::random_unsymmetric(n, 3, 2, true, seed);
+    LuFactorOptions options;
+    options.pivot_tolerance = 0.5;
+    const auto analysis = analyze_lu(A);
+    const LuFactor F(analysis, A, options);
+    ASSERT_GT(F.perturbed_pivots(), 32) << "more replaced pivots than a warp";
+    const LuCorrection C(F);
+    GpuSolvePlan plan(analysis, build_schedule(F.structure()));
+    EXPECT_THROW(GpuLuCorrection(F, plan), InvalidInput) << "the plan holds no values yet";
+    plan.begin_values();
+    plan.upload_lu(F);
+    plan.finish_values(F.generation());
+    GpuLuCorrection device(F, plan);
+    EXPECT_EQ(device.rank(), C.rank());
+    EXPECT_TRUE(device.built_for(F));
+    const double kappa = condition_estimate(
+        A, [&](double* x, index_t k, index_t ld) { C.solve_in_place(F, x, k, ld); },
+        [&](double* x, index_t k, index_t ld) { C.solve_in_place(F, x, k, ld, Transpose::yes); });
+    for (const index_t nrhs : {1, 3, 9})
+      for (const Transpose trans : {Transpose::no, Transpose::yes}) {
+        const index_t ldx = n + 5;
+        unsigned rhs_seed = seed;
+        const std::vector<double> B = random_block(ldx, nrhs, rhs_seed);
+        std::vector<double> host = B, gpu(B.size(), 0.0);
+        C.solve_in_place(F, host.data(), nrhs, ldx, trans);
+        double *X = nullptr, *W = nullptr;
+        ASSERT_EQ(cudaMalloc(&X, B.size() * sizeof(double)), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(&W, static_cast<std::size_t>(n) * nrhs * sizeof(double)), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(X, B.data(), B.size() * sizeof(double), cudaMemcpyHostToDevice), cudaSuccess);
+        double forward = 0, backward = 0;
+        int passes = 0;
+        device.solve(plan, X, ldx, nrhs, trans, W, forward, backward, passes);
+        ASSERT_EQ(cudaMemcpy(gpu.data(), X, B.size() * sizeof(double), cudaMemcpyDeviceToHost), cudaSuccess);
+        cudaFree(X);
+        cudaFree(W);
+        EXPECT_GT(passes, 1) << "two solves with the plan";
+        EXPECT_GT(forward + backward, 0.0);
+        for (index_t r = 0; r < nrhs; ++r)  // the rows past n are not touched
+          for (index_t i = n; i < ldx; ++i) ASSERT_EQ(gpu[i + r * ldx], B[i + r * ldx]);
+        std::vector<double> gpu_n, host_n, b_n;
+        for (index_t r = 0; r < nrhs; ++r) {
+          gpu_n.insert(gpu_n.end(), gpu.begin() + r * ldx, gpu.begin() + r * ldx + n);
+          host_n.insert(host_n.end(), host.begin() + r * ldx, host.begin() + r * ldx + n);
+          b_n.insert(b_n.end(), B.begin() + r * ldx, B.begin() + r * ldx + n);
+        }
+        // As check_lu_gpu_against_host: the two agree to what their backward errors allow.
+        const SparseMatrix M = trans == Transpose::no ? A : A.transpose();
+        const double berr_gpu = worst_berr(M, b_n, gpu_n, nrhs), berr_host = worst_berr(M, b_n, host_n, nrhs);
+        char where[200];
+        std::snprintf(where, sizeof where, "matrix seed %u, nrhs %d, %s, kappa_1 about %.2e, berr GPU %.2e host %.2e, "
+                      "seed %u", seed, static_cast<int>(nrhs), trans == Transpose::no ? "A X = B" : "A^T X = B",
+                      kappa, berr_gpu, berr_host, rhs_seed);
+        EXPECT_LE(berr_gpu, 100 * std::max(berr_host, kEps)) << where;
+        EXPECT_LE(relative_difference(gpu_n, host_n), kappa * std::max(1000 * kEps, 10 * (berr_gpu + berr_host)))
+            << where;
+      }
+  }
+  const SparseMatrix A = convection_diffusion_2d(30, 20, 1.0, 0.5);
+  const auto analysis = analyze_lu(A);
+  const LuFactor F(analysis, A);
+  ASSERT_EQ(F.perturbed_pivots(), 0);
+  GpuSolvePlan plan(analysis, build_schedule(F.structure()));
+  plan.begin_values();
+  plan.upload_lu(F);
+  plan.finish_values(F.generation());
+  EXPECT_THROW(GpuLuCorrection(F, plan), InvalidInput) << "no replaced pivots";
 }
 
 INSTANTIATE_TEST_SUITE_P(SharedMatrices, GpuLuReal, ::testing::ValuesIn(testing::kLuMatrices),

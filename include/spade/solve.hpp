@@ -34,7 +34,7 @@ struct RefinementStep {
   double berr = 0;           ///< max over right-hand sides and rows of |b - A x|_i / (|A| |x| + |b|)_i
   /// How this step's correction d of A d = r was solved: false for step 0 and for a solve with the factor,
   /// true for a solve with the factor and the low-rank correction of its perturbed pivots (LuCorrection of
-  /// lu.hpp; only lu_solve_refined takes such steps).
+  /// lu.hpp; lu_solve_refined and the Solver's refinement of such an LU take them).
   bool corrected = false;
 };
 

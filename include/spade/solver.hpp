@@ -26,9 +26,9 @@
 // A's values are not symmetric or the Cholesky finds A not positive definite. An LU factor solves on the
 // GPU too, with the same placement rules: its plan is built beside the factorization and fed both
 // triangles' panels as the factorization finishes them; its row interchanges become index maps once it
-// returns (GpuSolvePlan::upload_lu and finish_lu in solve/gpu_solve.hpp). An LU with perturbed pivots
-// refines on the host, where the correction of its replaced pivots (LuCorrection) recovers what refinement
-// with the factor alone cannot.
+// returns (GpuSolvePlan::upload_lu and finish_lu in solve/gpu_solve.hpp). Where an LU's perturbed pivots
+// stall refinement, the correction of its replaced pivots (LuCorrection) recovers what refinement with the
+// factor alone cannot, on the GPU as on the host (GpuLuCorrection in solve/gpu_solve.hpp).
 //
 // Threads: options.threads is used by the factorization (OpenMP over subtrees, BLAS at the top) and the
 // host solve; the plan's threads (one per plan: the per-supernode one and the partitioned inverse's) call
@@ -185,8 +185,9 @@ class Solver {
   /// n), original numbering) and the solution on return, in host or device memory as `memory` says
   /// (device memory needs a GPU). Synchronous. Throws InvalidInput without a successful factorization, for
   /// bad shapes, or for a NaN/Inf in host right-hand sides; NumericalError (no_progress) or ResourceError
-  /// when the GPU fails. An LU factored again by solve_refined at kLuCorrectedPivotTolerance solves on the
-  /// host with the correction of its replaced pivots (NumericalError (singular) when it finds A singular).
+  /// when the GPU fails. An LU factored again by solve_refined at kLuCorrectedPivotTolerance solves with the
+  /// correction of its replaced pivots, where the solves run (NumericalError (singular) when it finds A
+  /// singular).
   void solve(double* X, index_t nrhs, index_t ldx, Memory memory = Memory::host);
 
   /// Solves A^T X = B in place, X in host memory (as solve()), where solve() runs: the LU's transposed
@@ -194,12 +195,14 @@ class Solver {
   void solve_transposed(double* X, index_t nrhs, index_t ldx);
 
   /// Solves A X = B with iterative refinement (options.refine; the rules of solve.hpp's solve_refined)
-  /// against the last factorized A; an LU with perturbed pivots refines on the host with lu_solve_refined
-  /// (lu.hpp: the correction of the replaced pivots follows where they stall refinement with the factor
-  /// alone), whatever the placement. Where that does not converge, the LU is factored again at
+  /// against the last factorized A, where solve() runs; an LU refines in the two stages of
+  /// lu_solve_refined (lu.hpp: with the factor, then, where its replaced pivots stall that, again from B
+  /// with the correction of those pivots; on the GPU the correction's k x k matrix is built on the host
+  /// and solved with on the device). Where that does not converge, the LU is factored again at
   /// kLuCorrectedPivotTolerance (lu.hpp: more pivots replaced, the factor's growth bounded) and refined with
   /// the correction; this analysis' later factorizations keep that tolerance, and its solves, plain ones
-  /// included, are corrected on the host (the factor alone is of a matrix far from A).
+  /// included, are corrected (the factor alone is of a matrix far from A), on the GPU or the host as
+  /// placed: report().placement_reason says so.
   /// report().factorization_reason says so, with both outcomes. B (leading dimension ldb) is not modified;
   /// X (ldx) receives the solution; both in host or device memory as `memory` says. On the GPU the iterates
   /// stay on the device until the end. Same errors as solve(), and as factorize() while factoring again;
