@@ -243,7 +243,6 @@ struct Solver::Impl {
   std::unique_ptr<GpuSolvePlan> partitioned;
   std::string partitioned_problem;
   std::optional<SolveStructure> partitioned_structure;  // chosen, its plan not built yet
-  std::size_t partitioned_others = 0;                   // device bytes of the per-supernode plan and the residual
   // The residual may run on either plan's stream (set_stream): destroyed before both.
   std::unique_ptr<GpuResidual> residual;
   // The correction of the LU's replaced pivots for the LU plan's solves (gpu_lu_correction), its memory on
@@ -562,7 +561,6 @@ struct Solver::Impl {
           publish_choice(1, 0);
         } else {
           partitioned_structure = partition_for_solve(symbolic, band);
-          partitioned_others = GpuSolvePlan::memory_estimate(*symbolic, schedule).total() + refinement_bytes();
           publish_choice(band, partitioned_structure->merged_pieces);
         }
       }
@@ -578,7 +576,9 @@ struct Solver::Impl {
       if (values != nullptr && partitioned_structure) {  // the plan, once per analysis
         SupernodalSchedule merged = build_schedule(*partitioned_structure->solve);
         const std::size_t need = GpuSolvePlan::memory_estimate(*partitioned_structure, merged).total();
-        partitioned_problem = memory_problem("the partitioned inverse", need, need + partitioned_others);
+        // Beside the per-supernode plan (complete: go_partitioned comes after it) and the residual.
+        const std::size_t others = plan->memory().total() + refinement_bytes();
+        partitioned_problem = memory_problem("the partitioned inverse", need, need + others);
         if (partitioned_problem.empty())
           partitioned = std::make_unique<GpuSolvePlan>(std::move(*partitioned_structure), std::move(merged));
         partitioned_structure.reset();
