@@ -9,7 +9,8 @@
 //                 about 25 ms; ends with the verdict table (auto against cuSPARSE and the best named)
 //   --algorithms  the algorithms to time (names of spade::to_string, "auto" included; default all of them)
 //   --json        also write the figures for scripts/plot_benchmarks.py (drivers/bench_json.hpp)
-//   name-filter   only matrices whose name contains one of the filters
+//   name-filter   only triangles whose name contains one of the filters (a factor's are NAME_L and NAME_Lt,
+//                 so that "tomography_L" selects that factor's two triangles without the pattern's)
 //
 // Each matrix gives L = strictly lower part of its pattern plus a stored unit diagonal, CSR, non-unit
 // solve type (the diagonal is read, as cuSPARSE reads it); off-diagonal values are random in [-1, 1] scaled
@@ -723,7 +724,7 @@ int main(int argc, char** argv) {
     for (const std::string& file : files) {
       const std::string name = std::filesystem::path(file).filename().string();
       const std::string stem = name.substr(0, name.find(".mtx"));
-      if (!wanted(stem)) continue;
+      if (!wanted(stem + "_L") && !wanted(stem + "_Lt")) continue;  // a filter that names the stem names both
       const spade::SparseMatrix a = spade::read_matrix_market(file, mm);
       if (!a.is_square() || a.nnz() <= (evaluate ? 10000 : 50000)) continue;
       add(stem, [&] { return a; });
@@ -747,6 +748,7 @@ int main(int argc, char** argv) {
     // spade's Cholesky factors of the SPD ones (a pattern file read with ones is not): forward with L,
     // backward with L^T.
     for (const auto& [stem, file] : spd) {
+      if (!wanted(stem + "_L") && !wanted(stem + "_Lt")) continue;
       std::pair<HostCsr, HostCsr> factor;
       try {
         factor = factor_triangles(spade::read_matrix_market(file));
@@ -755,8 +757,8 @@ int main(int argc, char** argv) {
       } catch (const spade::InvalidInput&) {
         continue;  // no values (a pattern file) or not symmetric in value
       }
-      add_csr(stem + "_L", factor.first, spade::TriangleKind::lower);
-      add_csr(stem + "_Lt", factor.second, spade::TriangleKind::upper);
+      if (wanted(stem + "_L")) add_csr(stem + "_L", factor.first, spade::TriangleKind::lower);
+      if (wanted(stem + "_Lt")) add_csr(stem + "_Lt", factor.second, spade::TriangleKind::upper);
     }
     print_tables(rows);
     if (evaluate) print_verdict(rows);
