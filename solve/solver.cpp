@@ -360,10 +360,8 @@ struct Solver::Impl {
   void host_placement() {
     use_gpu = false;
     report.gpu = false;
-    if (options.placement == Placement::cpu)
-      report.placement_reason = "host solve (placement cpu)";
-    else
-      report.placement_reason = "host solve: " + device_problem;
+    report.placement_reason =
+        options.placement == Placement::cpu ? "host solve (placement cpu)" : "host solve: " + device_problem;
   }
 
   /// The plan failed (`problem`, or the exception `error`): drop it, then fall back to the host solve, or

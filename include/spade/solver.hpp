@@ -197,12 +197,12 @@ class Solver {
   /// Solves A X = B with iterative refinement (options.refine; the rules of solve.hpp's solve_refined)
   /// against the last factorized A, where solve() runs; an LU refines in the two stages of
   /// lu_solve_refined (lu.hpp: with the factor, then, where its replaced pivots stall that, again from B
-  /// with the correction of those pivots; on the GPU the correction's k x k matrix is built on the host
-  /// and solved with on the device). Where that does not converge, the LU is factored again at
-  /// kLuCorrectedPivotTolerance (lu.hpp: more pivots replaced, the factor's growth bounded) and refined with
-  /// the correction; this analysis' later factorizations keep that tolerance, and its solves, plain ones
-  /// included, are corrected (the factor alone is of a matrix far from A), on the GPU or the host as
-  /// placed: report().placement_reason says so.
+  /// with the correction of those pivots; on the GPU the correction's k x k matrix is built from k solves
+  /// with the GPU plan itself, so that it matches the solves it corrects). Where that does not converge,
+  /// the LU is factored again at kLuCorrectedPivotTolerance (lu.hpp: more pivots replaced, the factor's
+  /// growth bounded) and refined with the correction; this analysis' later factorizations keep that
+  /// tolerance, and its solves, plain ones included, are corrected (the factor alone is of a matrix far
+  /// from A), on the GPU or the host as placed (report().placement_reason says which).
   /// report().factorization_reason says so, with both outcomes. B (leading dimension ldb) is not modified;
   /// X (ldx) receives the solution; both in host or device memory as `memory` says. On the GPU the iterates
   /// stay on the device until the end. Same errors as solve(), and as factorize() while factoring again;
