@@ -10,7 +10,7 @@
 //   - the floor: L's values and row indices (12 bytes per entry, CSR-equivalent) read twice, over the
 //     copy bandwidth measured here (a device-to-device copy, bytes read plus written);
 //   - the plan's build time, the time the caller waits after the host factorization returns (first
-//     factorization and refactorization), and a refined solution with two correction steps;
+//     factorization and refactorization), and a refined solution with two correction steps (mixed precision, and every correction in FP64);
 //   - where the Solver builds a partitioned inverse (SolverOptions::partitioned_inverse, on unless
 //     --no-partitioned-inverse), when it was ready after each factorization; the solves are timed once it
 //     is (the steady state of many solves per factorization).
@@ -289,6 +289,10 @@ struct Row {
   double refined = 0, refined_berr = 0;
   double call_host = 0, refined_host = 0;  // host arrays in and out (copies included)
   int refined_steps = 0;
+  // The same refinement with the corrections' precision forced (RefineOptions::corrections): every one in
+  // FP32 (FP64 after one stalls), every one in FP64.
+  double refined_fp32 = 0, refined_fp64 = 0;
+  int refined_fp32_steps = 0, refined_fp64_steps = 0;
   double factor = 0, plan = 0, visible = 0, refactor = 0, revisible = 0;
   // The partitioned inverse: seconds after the factorization (first, refactorization) until it held the
   // values (NaN: none), and whether the timed solves ran on it.
@@ -427,18 +431,28 @@ Row run_matrix(const std::string& name, double bandwidth, int threads, int reps,
   // Refined solution, two correction steps, everything on the device.
   {
     DeviceVector<double> db(b), dx(static_cast<std::size_t>(n));
-    std::vector<double> t;
-    spade::RefineOptions r2;
-    r2.max_steps = 2;
-    r2.tolerance = 1e-300;  // never "converged": two corrections unless one stagnates
-    for (int r = 0; r < 5; ++r) {
-      spade::RefinementResult result;
-      const double s = spade::bench::seconds([&] { result = solver.solve_refined(db.p, n, dx.p, n, 1, r2, spade::Memory::device); });
-      if (r >= 1) t.push_back(s);
-      row.refined_steps = static_cast<int>(result.steps.size()) - 1;
-      row.refined_berr = result.solution.berr;
+    std::vector<double> t[3];
+    spade::RefineOptions r2[3];
+    for (spade::RefineOptions& o : r2) {
+      o.max_steps = 2;
+      o.tolerance = 1e-300;  // never "converged": two corrections unless one stagnates
     }
-    row.refined = median(t);
+    r2[1].corrections = spade::CorrectionPrecision::fp32;
+    r2[2].corrections = spade::CorrectionPrecision::fp64;
+    int* steps[3] = {&row.refined_steps, &row.refined_fp32_steps, &row.refined_fp64_steps};
+    for (int r = 0; r < 5; ++r) {
+      for (int k = 0; k < 3; ++k) {  // the three kinds alternate
+        spade::RefinementResult result;
+        const double s =
+            spade::bench::seconds([&] { result = solver.solve_refined(db.p, n, dx.p, n, 1, r2[k], spade::Memory::device); });
+        if (r >= 1) t[k].push_back(s);
+        *steps[k] = static_cast<int>(result.steps.size()) - 1;
+        if (k == 0) row.refined_berr = result.solution.berr;
+      }
+    }
+    row.refined = median(t[0]);
+    row.refined_fp32 = median(t[1]);
+    row.refined_fp64 = median(t[2]);
   }
 
   row.trace = trace_solve(solver.factor(), b, row.band);
@@ -528,6 +542,10 @@ nlohmann::ordered_json row_json(const Row& r) {
           {"backward_seconds", r.gpu1_bwd},
           {"refined_seconds", r.refined},
           {"refined_steps", r.refined_steps},
+          {"refined_fp32_seconds", r.refined_fp32},
+          {"refined_fp32_steps", r.refined_fp32_steps},
+          {"refined_fp64_seconds", r.refined_fp64},
+          {"refined_fp64_steps", r.refined_fp64_steps},
           {"host_arrays_call_seconds", r.call_host},
           {"host_arrays_refined_seconds", r.refined_host},
           {"factor_seconds", r.factor},
@@ -585,9 +603,9 @@ int main(int argc, char** argv) {
                 spade::gpu_description().c_str(), bandwidth * 1e-12, threads);
     std::printf("| matrix | n | nnz(L) | supernodes | groups / tiles | height (band) | floor ms | GPU ms (fwd + bwd) | GPU / floor "
                 "| SpSV ms | SpSV / GPU | host ms | host / GPU | GPU 16 rhs ms | 16 / 1 | SpSM 16 ms | SpSM / GPU "
-                "| refined ms (steps) | refined / call | host arrays: call ms, refined ms, ratio | factor s | plan s "
+                "| refined ms (steps) | refined / call | refined, corrections FP32 / FP64 ms (steps) | host arrays: call ms, refined ms, ratio | factor s | plan s "
                 "| visible ms (refactor) | visible / factor | partitioned ready ms (refactor) | GPU vs host |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     std::fflush(stdout);
     std::vector<Row> rows;
     for (const std::string& name : matrices) {
@@ -598,13 +616,13 @@ int main(int argc, char** argv) {
       rows.push_back(run_matrix(name, bandwidth, threads, reps, !no_baselines, partitioned));
       const Row& r = rows.back();
       std::printf("| %s | %d | %.3g | %d | %d / %d | %d (%d) | %.4f | %.4f (%.4f + %.4f) | %.2f | %.3f | %.0fx | %.3f | %.0fx "
-                  "| %.4f | %.2f | %.3f | %.0fx | %.4f (%d) | %.2f | %.3f, %.3f, %.2f | %.3f | %.3f | %.2f (%.2f) | %.1f%% "
+                  "| %.4f | %.2f | %.3f | %.0fx | %.4f (%d) | %.2f | %.4f (%d) / %.4f (%d) | %.3f, %.3f, %.2f | %.3f | %.3f | %.2f (%.2f) | %.1f%% "
                   "| %s | %.1e |\n",
                   r.name.c_str(), r.n, static_cast<double>(r.nnz_l), r.supernodes, r.groups, r.tiles, r.height, r.band,
                   r.floor * 1e3, r.gpu1 * 1e3, r.gpu1_fwd * 1e3, r.gpu1_bwd * 1e3, r.gpu1 / r.floor,
                   r.cusparse.spsv * 1e3, r.cusparse.spsv / r.gpu1, r.host1 * 1e3, r.host1 / r.gpu1, r.gpu16 * 1e3,
                   r.gpu16 / r.gpu1, r.cusparse.spsm * 1e3, r.cusparse.spsm / r.gpu16, r.refined * 1e3, r.refined_steps,
-                  r.refined / r.gpu1_call, r.call_host * 1e3, r.refined_host * 1e3, r.refined_host / r.call_host,
+                  r.refined / r.gpu1_call, r.refined_fp32 * 1e3, r.refined_fp32_steps, r.refined_fp64 * 1e3, r.refined_fp64_steps, r.call_host * 1e3, r.refined_host * 1e3, r.refined_host / r.call_host,
                   r.factor, r.plan, r.visible * 1e3, r.revisible * 1e3,
                   100 * r.visible / r.factor, ready_cell(r).c_str(), r.error);
       std::fflush(stdout);

@@ -125,6 +125,8 @@ void print_solve(std::FILE* out, const SolveSummary& s) {
       std::fprintf(out, "restart: corrected solve of b (two solves)\n");
     else if (step.corrected)
       std::fprintf(out, "corrected solve (two solves)\n");
+    else if (step.single)
+      std::fprintf(out, "one solve, factor in FP32\n");
     else
       std::fprintf(out, "one solve\n");
   }
@@ -283,7 +285,8 @@ nlohmann::ordered_json to_json(const Report& report) {
       steps.push_back({{"step", k},
                        {"residual_norm", s.steps[k].residual_norm},
                        {"berr", s.steps[k].berr},
-                       {"corrected", s.steps[k].corrected}});
+                       {"corrected", s.steps[k].corrected},
+                       {"single", s.steps[k].single}});
     ordered_json sweeps = nullptr;
     if (s.solve_times && s.solve_times->gpu)
       sweeps = {{"passes", s.solve_times->passes},

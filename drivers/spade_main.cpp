@@ -73,6 +73,8 @@ struct Options {
   std::string pattern_values = "reject";  ///< "reject", "ones" or "laplacian"
   bool quiet = false;                     ///< no progress lines on stderr
   bool partitioned_inverse = true;        ///< SolverOptions::partitioned_inverse
+  std::string corrections = "auto";       ///< RefineOptions::corrections: "auto", "fp32" or "fp64"
+  spade::CorrectionPrecision correction_precision = spade::CorrectionPrecision::automatic;  ///< parsed
 
   // Parsed from the strings above by parse_names(), before any work is done.
   std::optional<spade::OrderingMethod> ordering_method;  ///< empty: automatic
@@ -132,6 +134,11 @@ void parse_names(Options& o) {
     o.placement = spade::parse_placement(o.device);
   } catch (const spade::InvalidInput&) {
     throw spade::InvalidInput("unknown --device '" + o.device + "'; expected auto, gpu or cpu");
+  }
+  try {
+    o.correction_precision = spade::parse_correction_precision(o.corrections);
+  } catch (const spade::InvalidInput&) {
+    throw spade::InvalidInput("unknown --corrections '" + o.corrections + "'; expected auto, fp32 or fp64");
   }
   if (o.pattern_values == "reject")
     o.pattern = spade::PatternValues::reject;
@@ -294,6 +301,7 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
   options.placement = o.placement;
   options.partitioned_inverse = o.partitioned_inverse;
   options.refine.max_steps = o.refine;
+  options.refine.corrections = o.correction_precision;
   spade::Solver solver(options);
   progress.run(analysis_label(o), [&] { about_source(source, [&] { solver.analyze(A); }); });
   record_analysis(solver.symbolic(), o, report);
@@ -524,6 +532,11 @@ void add_solve_options(CLI::App* command, Options& o) {
   command->add_flag("--partitioned-inverse,!--no-partitioned-inverse", o.partitioned_inverse,
                     "GPU solve of a Cholesky factor: also build, without waiting for it, a plan of dense inverted "
                     "pieces of merged tree levels, used once ready (faster solves on small factors)")
+      ->capture_default_str();
+  command->add_option("--corrections", o.corrections,
+                      "precision of the GPU refinement's corrections: auto (fp32 where the GPU solve is "
+                      "bandwidth-bound), fp32 (the factor rounded to FP32, half its bytes; fp64 again where one "
+                      "stalls; residuals and solution stay FP64) or fp64")
       ->capture_default_str();
 }
 

@@ -30,7 +30,14 @@ struct SupernodalView {
   const int* row_indices;            // rows of each panel, its own columns first
   const int* perm;                   // perm[k] = original index of column k
   const double* values;              // M_s = [V; W] per panel, column-major, leading dimension m
+  const float* values_single;        // the same rounded to FP32, or null (read by PanelPrecision::fp32)
 };
+
+/// Which panels a sweep reads: the FP64 values, or their FP32 copy (half the bytes, for the corrections of
+/// mixed-precision refinement). Either way the sweep computes in FP64: an FP32 entry is widened as it is
+/// loaded, so the only difference is the factor's rounding to FP32 (a relative perturbation of at most
+/// 2^-24 per entry).
+enum class PanelPrecision { fp64, fp32 };
 
 /// The solve's device state. acc, y and x hold n x K values each (row i's K right-hand sides contiguous, K
 /// the pass width); ready and done have one counter per supernode; tickets[0] and tickets[1] are the
@@ -67,20 +74,26 @@ struct SupernodalPass {
 /// block keep the shared memory of a block, 48-60 KB, a small part of a multiprocessor's).
 constexpr int kSupernodalThreads = 128;
 
-/// Blocks per multiprocessor that stay resident for a pass of width K (1, 2, 4 or 8): the grid of
-/// launch_supernodal_forward/backward is this times the multiprocessor count (the kernels are persistent).
+/// Blocks per multiprocessor that stay resident for a pass of width K (1, 2, 4 or 8), in either precision:
+/// the grid of launch_supernodal_forward/backward is this times the multiprocessor count (the kernels are
+/// persistent).
 int supernodal_blocks_per_sm(int K, bool forward);
 
 /// Dynamic shared memory of one block for width K.
 std::size_t supernodal_shared_bytes(int K);
 
-/// Forward sweep y = L^{-1} P b of one pass of width K in {1, 2, 4, 8}.
+/// Forward sweep y = L^{-1} P b of one pass of width K in {1, 2, 4, 8}, reading the panels in `precision`
+/// (fp32 requires view.values_single).
 void launch_supernodal_forward(int K, const SupernodalView& view, const SupernodalWorkspace& ws,
-                               const SupernodalPass& pass, int grid, cudaStream_t stream);
+                               const SupernodalPass& pass, PanelPrecision precision, int grid, cudaStream_t stream);
 
 /// Backward sweep x_out = P^T L^{-T} y of one pass (after the forward of the same pass).
 void launch_supernodal_backward(int K, const SupernodalView& view, const SupernodalWorkspace& ws,
-                                const SupernodalPass& pass, int grid, cudaStream_t stream);
+                                const SupernodalPass& pass, PanelPrecision precision, int grid, cudaStream_t stream);
+
+/// out[i] = in[i] rounded to nearest FP32 for i < count; sets *overflow to 1 (leaves it otherwise) where a
+/// finite in[i] is too large for FP32 (it would round to an infinity).
+void launch_round_to_single(const double* in, float* out, long long count, int* overflow, cudaStream_t stream);
 
 /// Loads the inversion kernel's module now (CUDA loads kernels lazily, at their first launch), so that the
 /// first factorization's uploads do not wait for it.

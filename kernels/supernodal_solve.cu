@@ -18,6 +18,7 @@
 #include <cuda/atomic>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/cuda_check.hpp"
 #include "kernels/dense_trsv.cuh"
@@ -69,21 +70,32 @@ struct WarpSmem {
   }
 };
 
+/// The panel values a sweep reads: the FP64 panels, or their FP32 copy (SupernodalView::values_single).
+template <typename V>
+__device__ inline const V* panel_values(const SupernodalView& v) {
+  if constexpr (std::is_same_v<V, double>)
+    return v.values;
+  else
+    return v.values_single;
+}
+
+template <typename V>
 struct Supernode {
   int f;              // first column
   int k;              // columns
   int m;              // rows
   long long rp;       // first of its row indices
-  const double* panel;
+  const V* panel;
 };
 
-__device__ inline Supernode supernode(const SupernodalView& v, int s) {
-  Supernode n;
+template <typename V>
+__device__ inline Supernode<V> supernode(const SupernodalView& v, int s) {
+  Supernode<V> n;
   n.f = v.supernode_begin[s];
   n.k = v.supernode_begin[s + 1] - n.f;
   n.rp = v.row_ptr[s];
   n.m = static_cast<int>(v.row_ptr[s + 1] - n.rp);
-  n.panel = v.values + v.panel_offset[s];
+  n.panel = panel_values<V>(v) + v.panel_offset[s];
   return n;
 }
 
@@ -104,10 +116,11 @@ __device__ inline void stamp(const SupernodalPass& p, long long slot) {
   p.trace[slot] = now;
 }
 
-/// Loads *p, or 0 where `inside` is false, without ever forming an address outside the data (the load
-/// reads a zero in device memory instead; see warp_load_tile in kernels/dense_trsv.cuh).
-__device__ inline double load_or_zero(const double* p, bool inside) {
-  return __ldg(inside ? p : dense::zero_element<double>());
+/// Loads *p (in FP64), or 0 where `inside` is false, without ever forming an address outside the data (the
+/// load reads a zero in device memory instead; see warp_load_tile in kernels/dense_trsv.cuh).
+template <typename V>
+__device__ inline double load_or_zero(const V* p, bool inside) {
+  return static_cast<double>(__ldg(inside ? p : dense::zero_element<V>()));
 }
 
 /// Warp: dst[e] = load(e) for e < count, each lane with B loads in flight before it stores any (a loop
@@ -169,21 +182,22 @@ __device__ inline double reduce_columns8(double (&p)[8]) {
 
 /// Warp: a tile's 32 x 32 block of M_s into registers, lane r holding row row0 + r: a[c] = M(row0 + r, col0 + c),
 /// zero outside the panel. The 32 loads are coalesced (one per column) and all in flight at once.
-__device__ inline void load_tile(const Supernode& n, int row0, int col0, double (&a)[kTile]) {
+template <typename V>
+__device__ inline void load_tile(const Supernode<V>& n, int row0, int col0, double (&a)[kTile]) {
   const int row = row0 + (threadIdx.x & 31);
   const int ncols = min(kTile, n.k - col0);
-  const double* p = n.panel + static_cast<long long>(col0) * n.m + row;
+  const V* p = n.panel + static_cast<long long>(col0) * n.m + row;
 #pragma unroll
   for (int c = 0; c < kTile; ++c) a[c] = load_or_zero(p + static_cast<long long>(c) * n.m, row < n.m && c < ncols);
 }
 
 // ---- forward: z = M_s r_s; rows < k are y_s, the rest is subtracted from the rows below ----
 
-template <int K>
+template <int K, typename V>
 __device__ bool forward_tile(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p, int s,
                              int row0, int col0, double* scratch, long long slot) {
   const int lane = threadIdx.x & 31;
-  const Supernode n = supernode(v, s);
+  const Supernode<V> n = supernode<V>(v, s);
   const int ncols = min(kTile, n.k - col0), row = row0 + lane;
   const long long base = static_cast<long long>(n.f + col0) * K;  // the tile's columns in acc, y and x
   // Before the wait: the tile, the row's target, b on the tile's columns into rs (32 x K, element e =
@@ -266,7 +280,7 @@ __device__ bool forward_tile(const SupernodalView& v, const SupernodalWorkspace&
 
 /// Warp: a group's supernode offsets, panels and row indices into shared memory (two rounds of loads:
 /// the offsets, then everything they locate).
-template <int K>
+template <int K, typename V>
 __device__ void stage_group(const SupernodalView& v, int first, int last, const WarpSmem<K>& sm) {
   const int lane = threadIdx.x & 31;
   const int count = last - first + 1;
@@ -279,13 +293,14 @@ __device__ void stage_group(const SupernodalView& v, int first, int last, const 
     sm.first_row[i] = static_cast<int>(v.row_ptr[first + i] - rp0);
     sm.first_entry[i] = static_cast<int>(v.panel_offset[first + i] - po0);
   }
-  warp_copy<8>(sm.panel, entries, [&](int e) { return __ldg(v.values + po0 + e); });
+  const V* values = panel_values<V>(v);
+  warp_copy<8>(sm.panel, entries, [&](int e) { return static_cast<double>(__ldg(values + po0 + e)); });
   warp_copy<8>(sm.rows, rows, [&](int i) { return __ldg(v.row_indices + rp0 + i); });
 }
 
 /// A group: supernodes first .. last one after another out of shared memory; the group's columns'
 /// right-hand side stays in shared memory, updates of rows outside the group go to acc.
-template <int K>
+template <int K, typename V>
 __device__ void forward_group(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p,
                               int first, int last, const WarpSmem<K>& sm, long long slot) {
   const int lane = threadIdx.x & 31;
@@ -295,7 +310,7 @@ __device__ void forward_group(const SupernodalView& v, const SupernodalWorkspace
 #pragma unroll
     for (int j = 0; j < K; ++j) sm.rhs[c * K + j] = j < p.nrhs ? p.b[orig + j * p.ldb] : 0.0;
   }
-  stage_group<K>(v, first, last, sm);
+  stage_group<K, V>(v, first, last, sm);
   __syncwarp();
   stamp(p, slot + 1);
   for (int i = 0; i <= last - first; ++i) {
@@ -343,7 +358,7 @@ __device__ void forward_group(const SupernodalView& v, const SupernodalWorkspace
   }
 }
 
-template <int K>
+template <int K, typename V>
 __global__ void __launch_bounds__(kSupernodalThreads)
     forward_kernel(SupernodalView v, SupernodalWorkspace w, SupernodalPass p) {
   extern __shared__ __align__(16) char smem[];
@@ -359,8 +374,8 @@ __global__ void __launch_bounds__(kSupernodalThreads)
     const long long slot = 3ll * t;
     stamp(p, slot);
     if (task.z < 0) {
-      forward_group<K>(v, w, p, task.x, task.y, sm, slot);
-    } else if (!forward_tile<K>(v, w, p, task.x, task.z, task.w, sm.base, slot)) {
+      forward_group<K, V>(v, w, p, task.x, task.y, sm, slot);
+    } else if (!forward_tile<K, V>(v, w, p, task.x, task.z, task.w, sm.base, slot)) {
       return;  // a wait gave up; the status says why
     }
     stamp(p, slot + 2);
@@ -369,11 +384,11 @@ __global__ void __launch_bounds__(kSupernodalThreads)
 
 // ---- backward: x_s = M_s^T [y_s; -x(rows below)] ----
 
-template <int K>
+template <int K, typename V>
 __device__ bool backward_tile(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p, int s,
                               int row0, int col0, double* scratch, long long slot) {
   const int lane = threadIdx.x & 31;
-  const Supernode n = supernode(v, s);
+  const Supernode<V> n = supernode<V>(v, s);
   const int ncols = min(kTile, n.k - col0), row = row0 + lane;
   // Before the wait: the tile, the targets, y on the diagonal block's rows (the forward sweep's, final):
   // for K > 1 element e = r K + j of the tile's 32 x K right-hand side per lane (yv[i] is e = lane + 32 i),
@@ -398,19 +413,19 @@ __device__ bool backward_tile(const SupernodalView& v, const SupernodalWorkspace
     const double sum = reduce_columns32(a);
     if (lane < ncols) atomicAdd(w.x + base + lane, sum);
   } else {
-    // (A^T V) for the K right-hand sides through shared memory: lane r stores its row of the tile as
+    // (A^T R) for the K right-hand sides R through shared memory: lane r stores its row of the tile as
     // column r of the transpose (the XOR swizzle keeps both the stores and the column reads free of
     // bank conflicts), then lane c sums its column against the rows' values: no shuffles. The sums go
     // out through a second transpose (rows padded to K + 1), K contiguous lanes per column.
     double* T = scratch;
-    double* V = scratch + kTile * kTile;
+    double* R = scratch + kTile * kTile;
 #pragma unroll
     for (int i = 0; i < K; ++i) {
       const int e = lane + 32 * i, t = __shfl_sync(kFull, target, e / K);
       if (t >= 0) yv[i] = -__ldcg(&w.x[static_cast<long long>(t) * K + e % K]);
     }
 #pragma unroll
-    for (int i = 0; i < K; ++i) V[lane + 32 * i] = yv[i];
+    for (int i = 0; i < K; ++i) R[lane + 32 * i] = yv[i];
 #pragma unroll
     for (int c = 0; c < kTile; ++c) T[c * kTile + (lane ^ c)] = a[c];
     __syncwarp();
@@ -421,7 +436,7 @@ __device__ bool backward_tile(const SupernodalView& v, const SupernodalWorkspace
     for (int r = 0; r < kTile; ++r) {
       const double t = T[lane * kTile + (r ^ lane)];
 #pragma unroll
-      for (int j = 0; j < K; ++j) sum[j] = fma(t, V[r * K + j], sum[j]);
+      for (int j = 0; j < K; ++j) sum[j] = fma(t, R[r * K + j], sum[j]);
     }
     __syncwarp();  // every lane has read T before it holds the sums
     double* S = T;
@@ -467,13 +482,13 @@ __device__ bool backward_tile(const SupernodalView& v, const SupernodalWorkspace
   return true;
 }
 
-template <int K>
+template <int K, typename V>
 __device__ bool backward_group(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p,
                                int first, int last, const WarpSmem<K>& sm, long long slot) {
   const int lane = threadIdx.x & 31;
   const int lo = v.supernode_begin[first], hi = v.supernode_begin[last + 1];
   // Before the wait: the group, y on its columns (final), the permutation of its columns.
-  stage_group<K>(v, first, last, sm);
+  stage_group<K, V>(v, first, last, sm);
   int orig[kGroupColumns / 32];
 #pragma unroll
   for (int h = 0; h < kGroupColumns / 32; ++h) {
@@ -579,7 +594,7 @@ __device__ bool backward_group(const SupernodalView& v, const SupernodalWorkspac
   return true;
 }
 
-template <int K>
+template <int K, typename V>
 __global__ void __launch_bounds__(kSupernodalThreads)
     backward_kernel(SupernodalView v, SupernodalWorkspace w, SupernodalPass p) {
   extern __shared__ __align__(16) char smem[];
@@ -594,8 +609,8 @@ __global__ void __launch_bounds__(kSupernodalThreads)
     const SupernodalTask task = v.backward_tasks[t];
     const long long slot = 3ll * (v.num_tasks + t);
     stamp(p, slot);
-    const bool ok = task.z < 0 ? backward_group<K>(v, w, p, task.x, task.y, sm, slot)
-                               : backward_tile<K>(v, w, p, task.x, task.z, task.w, sm.base, slot);
+    const bool ok = task.z < 0 ? backward_group<K, V>(v, w, p, task.x, task.y, sm, slot)
+                               : backward_tile<K, V>(v, w, p, task.x, task.z, task.w, sm.base, slot);
     if (!ok) return;
   }
 }
@@ -734,28 +749,57 @@ __global__ void __launch_bounds__(kLuPanelThreads) first_zero_diagonal_kernel(co
 int lu_panel_grid(int first, int last) { return std::max(1, std::min(last - first + 1, 1 << 16)); }
 
 template <int K>
-void forward_for(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p, int grid,
-                 cudaStream_t stream) {
-  forward_kernel<K><<<grid, kSupernodalThreads, supernodal_shared_bytes(K), stream>>>(v, w, p);
+void forward_for(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p,
+                 PanelPrecision precision, int grid, cudaStream_t stream) {
+  const std::size_t bytes = supernodal_shared_bytes(K);
+  if (precision == PanelPrecision::fp32)
+    forward_kernel<K, float><<<grid, kSupernodalThreads, bytes, stream>>>(v, w, p);
+  else
+    forward_kernel<K, double><<<grid, kSupernodalThreads, bytes, stream>>>(v, w, p);
   SPADE_CUDA_CHECK_LAUNCH();
 }
 
 template <int K>
-void backward_for(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p, int grid,
-                  cudaStream_t stream) {
-  backward_kernel<K><<<grid, kSupernodalThreads, supernodal_shared_bytes(K), stream>>>(v, w, p);
+void backward_for(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p,
+                  PanelPrecision precision, int grid, cudaStream_t stream) {
+  const std::size_t bytes = supernodal_shared_bytes(K);
+  if (precision == PanelPrecision::fp32)
+    backward_kernel<K, float><<<grid, kSupernodalThreads, bytes, stream>>>(v, w, p);
+  else
+    backward_kernel<K, double><<<grid, kSupernodalThreads, bytes, stream>>>(v, w, p);
   SPADE_CUDA_CHECK_LAUNCH();
 }
 
-template <int K>
-int blocks_for(bool forward) {
-  const void* kernel = forward ? reinterpret_cast<const void*>(forward_kernel<K>)
-                               : reinterpret_cast<const void*>(backward_kernel<K>);
-  const int bytes = static_cast<int>(supernodal_shared_bytes(K));
+/// Resident blocks per multiprocessor of one kernel (its dynamic shared memory allowed first).
+int blocks_of(const void* kernel, int bytes) {
   SPADE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   int blocks = 0;
   SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kSupernodalThreads, bytes));
   return blocks;
+}
+
+/// The fewer of the FP64 and FP32 kernels' (one grid serves both precisions).
+template <int K>
+int blocks_for(bool forward) {
+  const int bytes = static_cast<int>(supernodal_shared_bytes(K));
+  const void* fp64 = forward ? reinterpret_cast<const void*>(forward_kernel<K, double>)
+                             : reinterpret_cast<const void*>(backward_kernel<K, double>);
+  const void* fp32 = forward ? reinterpret_cast<const void*>(forward_kernel<K, float>)
+                             : reinterpret_cast<const void*>(backward_kernel<K, float>);
+  return std::min(blocks_of(fp64, bytes), blocks_of(fp32, bytes));
+}
+
+/// out[i] = in[i] rounded to FP32; *overflow = 1 where a finite in[i] rounds to an infinity.
+__global__ void round_to_single_kernel(const double* in, float* out, long long count, int* overflow) {
+  bool over = false;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const double x = in[i];
+    const float y = __double2float_rn(x);
+    out[i] = y;
+    over = over || (isinf(y) && !isinf(x));
+  }
+  if (__any_sync(kFull, over) && (threadIdx.x & 31) == 0) atomicExch(overflow, 1);
 }
 
 [[noreturn]] void bad_width(int K) {
@@ -811,25 +855,33 @@ int supernodal_blocks_per_sm(int K, bool forward) {
 }
 
 void launch_supernodal_forward(int K, const SupernodalView& v, const SupernodalWorkspace& w,
-                               const SupernodalPass& p, int grid, cudaStream_t stream) {
+                               const SupernodalPass& p, PanelPrecision precision, int grid, cudaStream_t stream) {
   switch (K) {
-    case 1: return forward_for<1>(v, w, p, grid, stream);
-    case 2: return forward_for<2>(v, w, p, grid, stream);
-    case 4: return forward_for<4>(v, w, p, grid, stream);
-    case 8: return forward_for<8>(v, w, p, grid, stream);
+    case 1: return forward_for<1>(v, w, p, precision, grid, stream);
+    case 2: return forward_for<2>(v, w, p, precision, grid, stream);
+    case 4: return forward_for<4>(v, w, p, precision, grid, stream);
+    case 8: return forward_for<8>(v, w, p, precision, grid, stream);
   }
   bad_width(K);
 }
 
 void launch_supernodal_backward(int K, const SupernodalView& v, const SupernodalWorkspace& w,
-                                const SupernodalPass& p, int grid, cudaStream_t stream) {
+                                const SupernodalPass& p, PanelPrecision precision, int grid, cudaStream_t stream) {
   switch (K) {
-    case 1: return backward_for<1>(v, w, p, grid, stream);
-    case 2: return backward_for<2>(v, w, p, grid, stream);
-    case 4: return backward_for<4>(v, w, p, grid, stream);
-    case 8: return backward_for<8>(v, w, p, grid, stream);
+    case 1: return backward_for<1>(v, w, p, precision, grid, stream);
+    case 2: return backward_for<2>(v, w, p, precision, grid, stream);
+    case 4: return backward_for<4>(v, w, p, precision, grid, stream);
+    case 8: return backward_for<8>(v, w, p, precision, grid, stream);
   }
   bad_width(K);
+}
+
+void launch_round_to_single(const double* in, float* out, long long count, int* overflow, cudaStream_t stream) {
+  if (count <= 0) return;
+  const int threads = 256;
+  const int grid = static_cast<int>(std::min<long long>((count + threads - 1) / threads, 8192));
+  round_to_single_kernel<<<grid, threads, 0, stream>>>(in, out, count, overflow);
+  SPADE_CUDA_CHECK_LAUNCH();
 }
 
 void load_supernodal_kernels() {

@@ -178,6 +178,9 @@ struct GpuSolvePlan::Device {
   std::vector<char> trtri_host;
   std::size_t trtri_bytes = 0;
   DeviceArray<double> inverse_work;  // L11 of a block inverted by trsm (invert_large)
+  // The FP32 copy of the panels (make_single_copy): of `values`, and of an LU's values_u.
+  DeviceArray<float> single_values, single_values_u;
+  DeviceArray<int> single_overflow;
   cublasHandle_t cublas = nullptr;
   cusolverDnHandle_t cusolver = nullptr;
 
@@ -359,6 +362,8 @@ GpuSolvePlan::GpuSolvePlan(SolveStructure structure, std::shared_ptr<const LuSym
   warm_up_inversion();
   kernels::load_supernodal_kernels();
 
+  const SweepTerms terms = partition_terms(S, schedule_, 1, kSolveHandoffSeconds, gpu_bandwidth_estimate());
+  bandwidth_bound_ = terms.bytes > terms.handoffs;
   const int sms = cuda_device_attribute(cudaDevAttrMultiProcessorCount);
   for (int width = 1; width <= max_width_; width *= 2) {
     const int blocks = std::min(kernels::supernodal_blocks_per_sm(width, true), kernels::supernodal_blocks_per_sm(width, false));
@@ -415,6 +420,7 @@ void GpuSolvePlan::warm_up_inversion() {
 
 void GpuSolvePlan::begin_values() {
   generation_ = 0;
+  single_generation_ = 0;
   std::fill(arrived_.begin(), arrived_.end(), 0);
   if (structure_.band == 1) return;
   // Earlier copies of the pending lists are done once the stream is (finish_values waited for it).
@@ -641,12 +647,52 @@ std::vector<unsigned long long> GpuSolvePlan::trace() const {
   return out;
 }
 
+bool GpuSolvePlan::make_single_copy() {
+  if (generation_ == 0) throw InvalidInput("GpuSolvePlan::make_single_copy: the plan holds no complete values");
+  if (single_generation_ == generation_) return true;
+  if (single_refused_ == generation_) return false;
+  single_refused_ = generation_;  // until the copy is made
+  Device& d = *device_;
+  const std::size_t count = d.values.size(), sets = lu_ ? 2 : 1;
+  if (d.single_values.size() != count) {
+    std::size_t free_bytes = 0, total_bytes = 0;
+    gpu_memory(free_bytes, total_bytes);
+    if (sets * count * sizeof(float) > free_bytes / 2) return false;
+    d.single_values = DeviceArray<float>(count, solve_stream_);
+    if (lu_) d.single_values_u = DeviceArray<float>(count, solve_stream_);
+    d.single_overflow = DeviceArray<int>(1, solve_stream_);
+  }
+  d.single_overflow.zero(solve_stream_);
+  kernels::launch_round_to_single(d.values.get(), d.single_values.get(), static_cast<long long>(count),
+                                  d.single_overflow.get(), solve_stream_);
+  if (lu_)
+    kernels::launch_round_to_single(d.values_u.get(), d.single_values_u.get(), static_cast<long long>(count),
+                                    d.single_overflow.get(), solve_stream_);
+  int overflow = 0;
+  SPADE_CUDA_CHECK(cudaMemcpyAsync(&overflow, d.single_overflow.get(), sizeof(int), cudaMemcpyDeviceToHost, solve_stream_));
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(solve_stream_));
+  if (overflow != 0) {  // an entry beyond FP32's range: no copy (its memory goes back)
+    d.single_values = DeviceArray<float>();
+    d.single_values_u = DeviceArray<float>();
+    return false;
+  }
+  single_generation_ = generation_;
+  single_refused_ = 0;
+  return true;
+}
+
+std::size_t GpuSolvePlan::single_copy_bytes() const {
+  return device_->values.size() * (lu_ ? 2 : 1) * sizeof(float);
+}
+
 void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs, std::uint64_t generation,
-                         Transpose trans) {
+                         Transpose trans, bool single) {
   const SymbolicFactor& S = *symbolic_;
   const index_t n = S.n;
   if (generation_ == 0 || generation != generation_)
     throw InvalidInput("GPU solve: the factor's values on the GPU are not those of the current factorization");
+  if (single && single_generation_ != generation_)
+    throw InvalidInput("GPU solve: no FP32 copy of the current values (make_single_copy first)");
   if (nrhs < 0) throw InvalidInput("GPU solve: nrhs must be >= 0, got " + std::to_string(nrhs));
   if (ldb < std::max<index_t>(1, n) || ldx < std::max<index_t>(1, n))
     throw InvalidInput("GPU solve: leading dimensions " + std::to_string(ldb) + " and " + std::to_string(ldx) +
@@ -660,7 +706,8 @@ void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, i
                                d.supernode_begin.get(),
                                d.row_ptr.get(),     d.panel_offset.get(),             d.parent.get(),
                                d.units.get(),       d.need.get(),                     d.row_indices.get(),
-                               d.perm.get(),        d.values.get()};
+                               d.perm.get(),        d.values.get(),
+                               d.single_values.get()};
   // An LU's sweeps: one panel set each, L's with its rows in positions and q folded into its permutation.
   kernels::SupernodalView forward_view = view, backward_view = view;
   const double *scale_in = nullptr, *scale_out = nullptr;
@@ -669,6 +716,7 @@ void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, i
     lower.row_indices = d.row_indices_l.get();
     lower.perm = d.perm_r.get();
     upper.values = d.values_u.get();
+    upper.values_single = d.single_values_u.get();
     const bool plain = trans == Transpose::no;
     forward_view = plain ? lower : upper;
     backward_view = plain ? upper : lower;
@@ -710,9 +758,10 @@ void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, i
       pass.b = lane.scaled.get();
       pass.ldb = n;
     }
-    kernels::launch_supernodal_forward(width, forward_view, ws, pass, grid, stream);
+    const kernels::PanelPrecision precision = single ? kernels::PanelPrecision::fp32 : kernels::PanelPrecision::fp64;
+    kernels::launch_supernodal_forward(width, forward_view, ws, pass, precision, grid, stream);
     SPADE_CUDA_CHECK(cudaEventRecord(e[1], stream));
-    kernels::launch_supernodal_backward(width, backward_view, ws, pass, grid, stream);
+    kernels::launch_supernodal_backward(width, backward_view, ws, pass, precision, grid, stream);
     if (lu_) scale_rows(pass.x_out, pass.ldx, scale_out, pass.x_out, pass.ldx, n, columns, stream);
     SPADE_CUDA_CHECK(cudaEventRecord(e[2], stream));
     pass_lane.push_back(l);

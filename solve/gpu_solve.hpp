@@ -5,7 +5,8 @@
 //                    the factor's values range by range as the host factorization finishes them; each range
 //                    is copied up and selectively inverted on the GPU at once (narrow diagonal blocks by the
 //                    warp kernel, wide ones by cuSOLVER trtri and cuBLAS trsm). Solves A X = B for device
-//                    X and B in passes of up to 8 right-hand sides (kernels/supernodal_solve.cu).
+//                    X and B in passes of up to 8 right-hand sides (kernels/supernodal_solve.cu), and on
+//                    request with an FP32 copy of the panels (refinement's corrections).
 //                    The plan of an LU factor (lu.hpp) holds two such panel sets, [L11; L21] and
 //                    [U11^T; U12^T], on the same schedule: the forward sweep of A x = b runs on L's and the
 //                    backward sweep on U's, A^T x = b the other way round (see upload_lu and finish_lu).
@@ -142,8 +143,25 @@ class GpuSolvePlan {
   /// joins back into it, and synchronizes.
   /// Throws NumericalError (no_progress) when a spin-wait gave up (the plan's state is restored first).
   /// An LU plan solves A^T X = B with `trans` yes (a Cholesky plan ignores it: A is symmetric).
+  /// With `single` the sweeps read the FP32 copy of the panels (make_single_copy(), for this generation;
+  /// InvalidInput otherwise) and still compute in FP64: a solve with the factor rounded to FP32, for the
+  /// corrections of mixed-precision refinement.
   void solve(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs, std::uint64_t generation,
-             Transpose trans = Transpose::no);
+             Transpose trans = Transpose::no, bool single = false);
+
+  /// Makes the FP32 copy of the current values that solve(..., single) reads, on stream() (synchronous;
+  /// single_copy_bytes() of device memory, allocated at the first call and kept; again after each new set
+  /// of values). Returns false, and makes none, when that memory is more than half of the device's free
+  /// memory or when an entry of the inverted panels exceeds FP32's range; true when the copy is there.
+  /// InvalidInput before finish_values(); ResourceError for CUDA.
+  bool make_single_copy();
+  std::size_t single_copy_bytes() const;
+
+  /// Whether a sweep of this plan is bandwidth-bound by Brent's estimate (partitioned_inverse.hpp, at the
+  /// plan's own structure): the bytes of its panels over gpu_bandwidth_estimate() exceed the hand-offs
+  /// (kSolveHandoffSeconds) along its longest path. Where it is, reading the FP32 copy saves up to half a
+  /// sweep; where it is not (small factors), next to nothing. Computed at construction.
+  bool bandwidth_bound() const { return bandwidth_bound_; }
 
   /// Forward and backward sweep times of the last solve (CUDA events), seconds: summed over the passes of
   /// each lane, the larger lane's (a solve of more than max_width() right-hand sides runs its passes
@@ -193,6 +211,9 @@ class GpuSolvePlan {
   cudaStream_t lane_stream_ = nullptr;  // the second lane's (Device::Lane)
   std::unique_ptr<Device> device_;
   std::uint64_t generation_ = 0;
+  std::uint64_t single_generation_ = 0;  // the generation of the FP32 copy, 0 when there is none
+  std::uint64_t single_refused_ = 0;     // the generation make_single_copy() refused, 0 when none
+  bool bandwidth_bound_ = false;
   int grid_[4] = {0, 0, 0, 0};
   double forward_seconds_ = 0, backward_seconds_ = 0;
   int passes_ = 0;

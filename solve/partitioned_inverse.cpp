@@ -107,12 +107,18 @@ void check_schedule(const SymbolicFactor& S, const SupernodalSchedule& schedule,
 
 }  // namespace
 
-double partition_estimate(const SymbolicFactor& S, const SupernodalSchedule& schedule, index_t band,
-                          double handoff_seconds, double bytes_per_second) {
+SweepTerms partition_terms(const SymbolicFactor& S, const SupernodalSchedule& schedule, index_t band,
+                           double handoff_seconds, double bytes_per_second) {
   if (band < 1) throw InvalidInput("partition_estimate: band must be >= 1");
   check_schedule(S, schedule, "partition_estimate");
   const PartitionCost c = partition_cost(S, schedule, depths(S, "partition_estimate"), band);
-  return c.longest * handoff_seconds + 8 * c.entries / bytes_per_second;
+  return {c.longest * handoff_seconds, 8 * c.entries / bytes_per_second};
+}
+
+double partition_estimate(const SymbolicFactor& S, const SupernodalSchedule& schedule, index_t band,
+                          double handoff_seconds, double bytes_per_second) {
+  const SweepTerms terms = partition_terms(S, schedule, band, handoff_seconds, bytes_per_second);
+  return terms.handoffs + terms.bytes;
 }
 
 index_t choose_partition_band(const SymbolicFactor& S, const SupernodalSchedule& schedule, double handoff_seconds,

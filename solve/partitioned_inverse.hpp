@@ -68,6 +68,15 @@ SolveStructure partition_for_solve(std::shared_ptr<const SymbolicFactor> factor,
 double partition_estimate(const SymbolicFactor& factor, const SupernodalSchedule& schedule, index_t band,
                           double handoff_seconds, double bytes_per_second);
 
+/// partition_estimate's two terms, seconds: the hand-offs along the longest path, and the bytes over the
+/// bandwidth. Their sum is the estimate.
+struct SweepTerms {
+  double handoffs = 0;
+  double bytes = 0;
+};
+SweepTerms partition_terms(const SymbolicFactor& factor, const SupernodalSchedule& schedule, index_t band,
+                           double handoff_seconds, double bytes_per_second);
+
 /// The band of smallest partition_estimate (the smaller band on a tie), trying 1, 2, ... up to the tree's
 /// depth and stopping once the bytes alone exceed the best estimate. Pure host function of the pattern and
 /// the two device constants. Throws InvalidInput for non-positive constants.

@@ -56,6 +56,22 @@ RefinementStep evaluate(const SparseMatrix& A, const double* B, index_t ldb, con
 
 }  // namespace
 
+CorrectionPrecision parse_correction_precision(const std::string& name) {
+  if (name == "auto") return CorrectionPrecision::automatic;
+  if (name == "fp32") return CorrectionPrecision::fp32;
+  if (name == "fp64") return CorrectionPrecision::fp64;
+  throw InvalidInput("unknown correction precision '" + name + "'; expected auto, fp32 or fp64");
+}
+
+std::string to_string(CorrectionPrecision precision) {
+  switch (precision) {
+    case CorrectionPrecision::fp32: return "fp32";
+    case CorrectionPrecision::fp64: return "fp64";
+    case CorrectionPrecision::automatic: break;
+  }
+  return "auto";
+}
+
 RefinementStep backward_error(const SparseMatrix& A, const double* b, const double* x) {
   return out_of_memory_is_resource_error("backward_error", [&] {
     std::vector<double> r(A.rows());
@@ -107,6 +123,8 @@ RefinementResult refine_with(const SparseMatrix& A, const SolveFunction& solve, 
         std::copy(previous.data() + static_cast<offset_t>(r) * n, previous.data() + static_cast<offset_t>(r + 1) * n,
                   X + static_cast<offset_t>(r) * ldx);
     }
+    bool single() const { return false; }  // the host solves in FP64 only
+    void use_fp64() {}
   } ops{A, solve, B, ldb, X, ldx, nrhs, n, D, previous};
   return refine_loop(ops, options);
 }

@@ -15,17 +15,21 @@ namespace spade {
 ///   ops.save()             keeps a copy of X
 ///   ops.correct()          D = solve(D); X += D
 ///   ops.restore()          X = the saved copy
+///   ops.single()           whether correct() solves with the factor rounded to FP32 (mixed precision)
+///   ops.use_fp64()         later corrections solve with the FP64 factor
 /// Stops when berr <= tolerance (converged), when a correction fails to halve berr (stagnated: the better
-/// of the last two iterates is kept), or after options.max_steps corrections.
+/// of the last two iterates is kept), or after options.max_steps corrections. A correction in FP32 that
+/// fails to halve berr does not stop it: the better of the two iterates stays and the corrections go on in
+/// FP64 (the rounded factor contracts too little where kappa(A) 2^-24 approaches 1).
 template <class Ops>
 RefinementResult refine_loop(Ops& ops, const RefineOptions& options) {
   const double tolerance = options.tolerance > 0 ? options.tolerance : 2 * std::numeric_limits<double>::epsilon();
   ops.first_solve();
   RefinementResult result;
-  result.steps.push_back(ops.evaluate());
+  RefinementStep current = ops.evaluate();  // of the X that ops holds
+  result.steps.push_back(current);
   for (int step = 1;; ++step) {
-    const RefinementStep last = result.steps.back();
-    if (last.berr <= tolerance) {
+    if (current.berr <= tolerance) {
       result.converged = true;
       result.stop = RefinementResult::Stop::converged;
       break;
@@ -35,18 +39,34 @@ RefinementResult refine_loop(Ops& ops, const RefineOptions& options) {
       break;
     }
     ops.save();
+    const bool single = ops.single();
     ops.correct();
-    const RefinementStep now = ops.evaluate();
+    RefinementStep now = ops.evaluate();
+    now.single = single;
     result.steps.push_back(now);
-    if (now.berr > tolerance && now.berr > last.berr / 2) {
+    if (now.berr > tolerance && now.berr > current.berr / 2) {
+      if (single) {
+        ops.use_fp64();
+        if (now.berr < current.berr) {
+          current = now;
+        } else {
+          ops.restore();
+          ops.evaluate();  // D again for the restored X
+        }
+        continue;
+      }
       result.stop = RefinementResult::Stop::stagnated;
-      if (now.berr < last.berr) break;
-      result.solution = last;  // undo the step that made things worse
+      if (now.berr < current.berr) {
+        current = now;
+        break;
+      }
+      result.solution = current;  // undo the step that made things worse
       ops.restore();
       return result;
     }
+    current = now;
   }
-  result.solution = result.steps.back();
+  result.solution = current;
   return result;
 }
 

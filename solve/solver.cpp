@@ -998,9 +998,11 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
       std::uint64_t generation;
       GpuLuCorrection* correction;  // null: solves with the factor alone
       double* w;                    // the corrected solve's workspace
-      void solve(double* y) {
+      bool fp32;                    // corrections read the plan's FP32 copy (never with a correction: its K
+                                    // is exact for the FP64 solves it was built from)
+      void solve(double* y, bool single = false) {
         if (!correction) {
-          plan.solve(y, ld, y, ld, nrhs, generation);
+          plan.solve(y, ld, y, ld, nrhs, generation, Transpose::no, single);
           return;
         }
         double forward = 0, backward = 0;
@@ -1014,21 +1016,29 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
       RefinementStep evaluate() { return s.residual->evaluate(b, x, d, nrhs); }
       void save() { copy_block(previous, ld, x, ld, n, nrhs, cudaMemcpyDeviceToDevice, stream); }
       void correct() {
-        solve(d);
+        solve(d, fp32);
         s.residual->add(x, d, nrhs);
       }
       void restore() { copy_block(x, ld, previous, ld, n, nrhs, cudaMemcpyDeviceToDevice, stream); }
+      bool single() const { return fp32; }
+      void use_fp64() { fp32 = false; }
     };
+    // FP32 corrections where asked, by default where they save time: on a bandwidth-bound plan.
+    const bool fp32 = (refine.corrections == CorrectionPrecision::fp32 ||
+                       (refine.corrections == CorrectionPrecision::automatic && plan.bandwidth_bound())) &&
+                      plan.make_single_copy();
     for (index_t c = 0; c == 0 || c < nrhs; c += chunk) {  // once for nrhs = 0: the history has step 0
       const index_t k = std::min(chunk, nrhs - c);
       copy_block(b.get(), ld, B + static_cast<offset_t>(c) * ldb, ldb, n, k, in, stream);
-      GpuOps ops{s, plan, b.get(), x.get(), d.get(), previous.get(), n, ld, k, stream, s.generation(), nullptr, nullptr};
+      GpuOps ops{s,      plan,   b.get(),        x.get(), d.get(), previous.get(), n, ld, k,
+                 stream, s.generation(), nullptr, nullptr, fp32};
       RefinementResult chunk_result = refine_loop(ops, refine);
       // Where that stopped above the tolerance with steps left: the corrected stage, as lu_solve_refined's.
       const int used = static_cast<int>(chunk_result.steps.size()) - 1;
       if (may_correct && !chunk_result.converged && used < refine.max_steps) {
         ops.correction = s.gpu_lu_correction();
         ops.w = w->get();
+        ops.fp32 = false;
         copy_block(first->get(), ld, x.get(), ld, n, k, cudaMemcpyDeviceToDevice, stream);
         RefineOptions rest = refine;
         rest.max_steps = refine.max_steps - used - 1;

@@ -533,6 +533,7 @@ TEST_F(Cli, PartitionedInverseWhenThereIsAGpu) {
 TEST_F(Cli, UnknownDevice) {
   const std::string A = file("lap_dev.mtx", laplacian_file(3, 3));
   expect_error(spade("solve " + A + " --device tpu"), 2, {"--device", "tpu"});
+  expect_error(spade("solve " + A + " --corrections fp16"), 2, {"--corrections", "fp16", "fp32"});
 }
 
 TEST_F(Cli, UsageErrors) {

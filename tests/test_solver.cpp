@@ -16,9 +16,11 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../solve/gpu_solve.hpp"
+#include "../solve/refine_loop.hpp"
 #include "../solve/supernodal_schedule.hpp"
 #include "condition.hpp"
 #include "error_of.hpp"
@@ -104,6 +106,64 @@ TEST(Solver, HostPlacementSolvesAndRefines) {
   EXPECT_LE(r.solution.berr, 4 * kEps);
   ASSERT_TRUE(solver.report().last_solve);
   EXPECT_FALSE(solver.report().last_solve->gpu);
+}
+
+/// refine_loop's operations with a scripted backward error per evaluation, recording what ran.
+struct ScriptedOps {
+  explicit ScriptedOps(std::vector<double> script) : berrs(std::move(script)) {}
+  std::vector<double> berrs;  // returned by the evaluations in turn
+  bool fp32 = true;
+  std::size_t next = 0;
+  std::string log;
+  void first_solve() { log += "solve "; }
+  RefinementStep evaluate() {
+    RefinementStep step;
+    step.berr = step.residual_norm = berrs.at(next++);
+    log += "evaluate ";
+    return step;
+  }
+  void save() {}
+  void correct() { log += fp32 ? "fp32 " : "fp64 "; }
+  void restore() { log += "restore "; }
+  bool single() const { return fp32; }
+  void use_fp64() { fp32 = false; }
+};
+
+TEST(RefineLoop, AnFp32CorrectionThatStallsHandsOverToFp64) {
+  RefineOptions options;
+  options.tolerance = 1e-15;
+  {  // Halving in FP32, then stalling (kept, no better): FP64 from there, which converges.
+    ScriptedOps ops({1e-10, 1e-12, 0.9e-12, 1e-16});
+    const RefinementResult r = refine_loop(ops, options);
+    EXPECT_EQ(ops.log, "solve evaluate fp32 evaluate fp32 evaluate fp64 evaluate ");
+    ASSERT_EQ(r.steps.size(), 4u);
+    EXPECT_TRUE(r.steps[1].single && r.steps[2].single && !r.steps[3].single);
+    EXPECT_TRUE(r.converged);
+    EXPECT_EQ(r.solution.berr, 1e-16);
+  }
+  {  // An FP32 correction that makes things worse is undone, the residual evaluated again, then FP64.
+    ScriptedOps ops({1e-10, 1e-9, 1e-10, 1e-16});
+    const RefinementResult r = refine_loop(ops, options);
+    EXPECT_EQ(ops.log, "solve evaluate fp32 evaluate restore evaluate fp64 evaluate ");
+    ASSERT_EQ(r.steps.size(), 3u);
+    EXPECT_TRUE(r.steps[1].single);
+    EXPECT_FALSE(r.steps[2].single);
+    EXPECT_TRUE(r.converged);
+  }
+  {  // FP64 corrections stop where they stall, as before: the better iterate stays.
+    ScriptedOps ops({1e-10, 1e-9, 1e-10, 2e-10});
+    const RefinementResult r = refine_loop(ops, options);
+    EXPECT_EQ(ops.log, "solve evaluate fp32 evaluate restore evaluate fp64 evaluate restore ");
+    EXPECT_EQ(r.stop, RefinementResult::Stop::stagnated);
+    EXPECT_EQ(r.solution.berr, 1e-10);
+  }
+  {  // The FP32 steps count against max_steps.
+    options.max_steps = 1;
+    ScriptedOps ops({1e-10, 1e-11});
+    const RefinementResult r = refine_loop(ops, options);
+    EXPECT_EQ(r.stop, RefinementResult::Stop::max_steps);
+    EXPECT_EQ(r.solution.berr, 1e-11);
+  }
 }
 
 TEST(Solver, PhasesOutOfOrderAndBadShapes) {
@@ -979,6 +1039,186 @@ TEST(GpuSolve, LuTwentyRefactorizationsAndDeviceMemory) {
   for (index_t j = 0; j < nrhs; ++j) std::copy_n(Xh.data() + j * ld, n, X.data() + j * n);
   lu_solve_in_place(solver.lu_factor(), expected.data(), nrhs, n);
   EXPECT_LE(relative_difference(X, expected), 1e6 * kEps);
+}
+
+TEST(GpuPlan, Fp32CopySolvesWithTheRoundedPanels) {
+  SPADE_REQUIRE_GPU();
+  for (const auto& A : {laplacian_3d(18, 18, 18, Stencil::twenty_seven_point), laplacian_2d(90, 80), dense_spd(300)}) {
+    const NumericFactor F(analyze(A), A);
+    const SymbolicFactor& S = F.symbolic();
+    GpuSolvePlan fresh(F.symbolic_ptr(), build_schedule(S));
+    EXPECT_NE(testing::error_of<InvalidInput>([&] { fresh.make_single_copy(); }).find("no complete values"),
+              std::string::npos);
+    const auto plan = plan_for(F);
+    const index_t n = S.n;
+    double* d = nullptr;
+    ASSERT_EQ(cudaMalloc(&d, static_cast<std::size_t>(n) * 16 * sizeof(double)), cudaSuccess);
+    EXPECT_NE(testing::error_of<InvalidInput>([&] { plan->solve(d, n, d, n, 1, F.generation(), Transpose::no, true); })
+                  .find("no FP32 copy"),
+              std::string::npos);
+    ASSERT_TRUE(plan->make_single_copy());
+    EXPECT_EQ(plan->single_copy_bytes(), static_cast<std::size_t>(S.panel_offset.back()) * sizeof(float));
+    // The reference: the host schedule on the device's inverted panels rounded to FP32.
+    std::vector<double> rounded(static_cast<std::size_t>(S.panel_offset.back()));
+    plan->copy_values_to_host(rounded.data());
+    for (double& v : rounded) v = static_cast<float>(v);
+    const double kappa = condition_of(A, F);
+    for (const index_t nrhs : {1, 3, 16}) {
+      unsigned seed = 0;
+      const std::vector<double> B = random_block(n, nrhs, seed);
+      std::vector<double> expected(B.size()), X(B.size()), X64(B.size());
+      schedule_solve_reference(S, plan->schedule(), rounded.data(), B.data(), n, expected.data(), n, nrhs);
+      for (const bool single : {true, false}) {
+        ASSERT_EQ(cudaMemcpy(d, B.data(), B.size() * sizeof(double), cudaMemcpyHostToDevice), cudaSuccess);
+        plan->solve(d, n, d, n, nrhs, F.generation(), Transpose::no, single);
+        ASSERT_EQ(cudaMemcpy((single ? X : X64).data(), d, B.size() * sizeof(double), cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+      }
+      EXPECT_LE(relative_difference(X, expected), 1000 * kEps * std::max(kappa, 1.0))
+          << "n " << n << ", nrhs " << nrhs << ", seed " << seed;
+      // It did read the FP32 copy: the rounding moves the solution by far more than FP64's rounding would.
+      EXPECT_GT(relative_difference(X, X64), 1e-12) << "n " << n << ", nrhs " << nrhs;
+      EXPECT_LE(relative_difference(X, X64), 1e-4) << "n " << n << ", nrhs " << nrhs;
+    }
+    cudaFree(d);
+  }
+}
+
+TEST(GpuPlan, NoFp32CopyOfPanelsBeyondItsRange) {
+  SPADE_REQUIRE_GPU();
+  // L's entries about 1e-40, its inverted diagonal blocks about 1e40: beyond FP32's 3.4e38.
+  SparseMatrix A = laplacian_2d(30, 20);
+  std::vector<double> values = A.values();
+  for (double& v : values) v *= 1e-80;
+  A = SparseMatrix(A.rows(), A.cols(), A.col_ptr(), A.row_ind(), values);
+  const NumericFactor F(analyze(A), A);
+  const auto plan = plan_for(F);
+  EXPECT_FALSE(plan->make_single_copy());
+  EXPECT_FALSE(plan->make_single_copy());  // refused again for these values, without a second conversion
+  // The Solver's refinement then corrects in FP64 only.
+  Solver solver(on(Placement::gpu));
+  solver.analyze(A);
+  solver.factorize(A);
+  const index_t n = A.rows();
+  unsigned seed = 0;
+  const std::vector<double> B = random_block(n, 1, seed);
+  std::vector<double> X(B.size());
+  const RefinementResult r = solver.solve_refined(B.data(), n, X.data(), n, 1);
+  EXPECT_LE(r.solution.berr, 1e-14) << "seed " << seed;
+  for (const RefinementStep& step : r.steps) EXPECT_FALSE(step.single);
+}
+
+/// GPU refinement with corrections in FP32 and in FP64: both reach `target`.
+void check_mixed_precision_refinement(Solver& solver, const SparseMatrix& A, const std::string& what, double target) {
+  const index_t n = A.rows();
+  for (const index_t nrhs : {1, 3}) {
+    unsigned seed = 0;
+    const std::vector<double> B = random_block(n, nrhs, seed);
+    std::vector<double> X(B.size(), std::nan("")), X64(B.size(), std::nan(""));
+    RefineOptions fp32, fp64;
+    fp32.corrections = CorrectionPrecision::fp32;
+    fp64.corrections = CorrectionPrecision::fp64;
+    const RefinementResult r = solver.solve_refined(B.data(), n, X.data(), n, nrhs, fp32);
+    const RefinementResult r64 = solver.solve_refined(B.data(), n, X64.data(), n, nrhs, fp64);
+    EXPECT_LE(r.solution.berr, target) << what << ", nrhs " << nrhs << ", seed " << seed;
+    EXPECT_LE(r64.solution.berr, target) << what << ", nrhs " << nrhs << ", seed " << seed;
+    EXPECT_LE(worst_berr(A, B, X, nrhs), 2 * target) << what << ", nrhs " << nrhs << ", seed " << seed;
+    for (const RefinementStep& step : r64.steps) EXPECT_FALSE(step.single) << what;
+  }
+}
+
+TEST(GpuSolve, MixedPrecisionRefinement) {
+  SPADE_REQUIRE_GPU();
+  // Corrections of a well-conditioned A in FP32 (the refinement below asks for 1e-17, below what any
+  // solution reaches, so that it makes corrections and stops where they stall).
+  RefineOptions strict;
+  strict.tolerance = 1e-17;
+  strict.corrections = CorrectionPrecision::fp32;
+  for (const auto& [A, what] : {std::pair{laplacian_3d(30, 30, 30), "lap3d 30^3"},
+                                std::pair{laplacian_2d(120, 120, Stencil::nine_point), "lap2d 9-point 120^2"}}) {
+    SolverOptions options = on(Placement::gpu);
+    options.refine = strict;
+    Solver solver(options);
+    solver.analyze(A);
+    solver.factorize(A);
+    ASSERT_TRUE(solver.on_gpu());
+    ASSERT_NO_FATAL_FAILURE(check_mixed_precision_refinement(solver, A, what, 4 * kEps));
+    const index_t n = A.rows();
+    unsigned seed = 0;
+    const std::vector<double> B = random_block(n, 2, seed);
+    std::vector<double> X(B.size());
+    const RefinementResult r = solver.solve_refined(B.data(), n, X.data(), n, 2, strict);
+    ASSERT_GE(r.steps.size(), 2u) << what;
+    EXPECT_TRUE(r.steps[1].single) << what;
+    EXPECT_LE(r.solution.berr, 4 * kEps) << what << ", seed " << seed;
+  }
+  // An unsymmetric LU (convection-diffusion, no replaced pivots), the same way.
+  {
+    const SparseMatrix A = convection_diffusion_2d(80, 70, 30, -20);
+    auto solver = lu_solver_on_gpu(A);
+    ASSERT_TRUE(solver->on_gpu());
+    ASSERT_NO_FATAL_FAILURE(check_mixed_precision_refinement(*solver, A, "convection-diffusion 80x70", 4 * kEps));
+    const index_t n = A.rows();
+    unsigned seed = 0;
+    const std::vector<double> B = random_block(n, 1, seed);
+    std::vector<double> X(B.size());
+    const RefinementResult r = solver->solve_refined(B.data(), n, X.data(), n, 1, strict);
+    ASSERT_GE(r.steps.size(), 2u);
+    EXPECT_TRUE(r.steps[1].single);
+  }
+  // Hilbert 10 (kappa about 1.6e13, far beyond 2^24): an FP32 correction cannot contract; FP64 takes over.
+  {
+    const index_t n = 10;
+    std::vector<std::int64_t> rows, cols;
+    std::vector<double> v;
+    for (index_t j = 0; j < n; ++j)
+      for (index_t i = 0; i < n; ++i) rows.push_back(i), cols.push_back(j), v.push_back(1.0 / (i + j + 1));
+    const SparseMatrix H = SparseMatrix::from_triplets(n, n, rows, cols, v);
+    Solver solver(on(Placement::gpu));
+    solver.analyze(H);
+    solver.factorize(H);
+    unsigned seed = 0;
+    const std::vector<double> B = random_block(n, 1, seed);
+    std::vector<double> X(B.size()), X64(B.size());
+    RefineOptions fp32, fp64;
+    fp32.corrections = CorrectionPrecision::fp32;
+    fp64.corrections = CorrectionPrecision::fp64;
+    const RefinementResult r = solver.solve_refined(B.data(), n, X.data(), n, 1, fp32);
+    const RefinementResult r64 = solver.solve_refined(B.data(), n, X64.data(), n, 1, fp64);
+    bool fp32_then_fp64 = false;
+    for (std::size_t k = 2; k < r.steps.size(); ++k) fp32_then_fp64 |= r.steps[k - 1].single && !r.steps[k].single;
+    if (r64.steps.size() > 1) {  // refinement was needed at all
+      EXPECT_TRUE(fp32_then_fp64 || r.converged) << "seed " << seed;
+    }
+    EXPECT_LE(r.solution.berr, std::max(4 * kEps, 2 * r64.solution.berr)) << "seed " << seed;
+  }
+}
+
+TEST(GpuSolve, AutomaticCorrectionsAreFp32WhereTheSweepIsBandwidthBound) {
+  SPADE_REQUIRE_GPU();
+  RefineOptions strict;  // corrections until they stall
+  strict.tolerance = 1e-17;
+  // A latency-bound factor and a bandwidth-bound one (at the bandwidth of a current data-center GPU).
+  for (const auto& [A, what, bound] : {std::tuple{laplacian_2d(30, 20), "lap2d 30x20", false},
+                                       std::tuple{laplacian_3d(40, 40, 40), "lap3d 40^3", true}}) {
+    SolverOptions options = on(Placement::gpu);
+    options.partitioned_inverse = false;  // the plan's structure is the factor's
+    Solver solver(options);
+    solver.analyze(A);
+    solver.factorize(A);
+    const SymbolicFactor& S = solver.symbolic();
+    const SweepTerms terms = partition_terms(S, build_schedule(S), 1, kSolveHandoffSeconds, gpu_bandwidth_estimate());
+    EXPECT_EQ(terms.bytes > terms.handoffs, bound) << what << ": hand-offs " << terms.handoffs << " s, bytes "
+                                                   << terms.bytes << " s";
+    const index_t n = A.rows();
+    unsigned seed = 0;
+    const std::vector<double> B = random_block(n, 1, seed);
+    std::vector<double> X(B.size());
+    const RefinementResult r = solver.solve_refined(B.data(), n, X.data(), n, 1, strict);
+    ASSERT_GE(r.steps.size(), 2u) << what;
+    EXPECT_EQ(r.steps[1].single, terms.bytes > terms.handoffs) << what;
+    EXPECT_LE(r.solution.berr, 4 * kEps) << what << ", seed " << seed;
+  }
 }
 
 TEST(GpuSolve, ReportNamesThePlan) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "spade/cholesky.hpp"
@@ -23,9 +24,29 @@ void backward_solve(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy
 /// Throws InvalidInput for nrhs < 0 or ldx < max(1, n), or a NaN/Inf in B (with its row and column).
 void solve_in_place(const NumericFactor& F, double* X, index_t nrhs, index_t ldx);
 
+/// RefineOptions::corrections.
+enum class CorrectionPrecision { automatic, fp32, fp64 };
+
+/// "auto", "fp32" or "fp64"; InvalidInput otherwise.
+CorrectionPrecision parse_correction_precision(const std::string& name);
+std::string to_string(CorrectionPrecision precision);
+
 struct RefineOptions {
   int max_steps = 10;    ///< at most this many correction steps after the first solve
   double tolerance = 0;  ///< stop once berr <= tolerance; 0 means 2 * machine epsilon
+  /// The precision of the corrections A d = r of refinement on the GPU (the host solves in FP64 only).
+  /// With fp32, mixed-precision refinement: the corrections solve with the factor rounded to FP32, half its
+  /// bytes (the sweeps still compute in FP64), while the first solve, the residuals, the backward errors and
+  /// the updates x += d stay FP64. The rounding perturbs the factor by at most 2^-24 relative per entry, so
+  /// such a correction contracts the error while kappa(A) 2^-24 is well below 1 (Buttari, Dongarra, Kurzak,
+  /// Luszczek and Tomov, ACM TOMS 34(4), 2008; Carson and Higham, SISC 40(2), 2018); where one fails to
+  /// halve berr above the tolerance, the later corrections solve in FP64. automatic takes fp32 where a GPU
+  /// sweep is bandwidth-bound, which is where half the bytes saves time: where the factor's bytes over the
+  /// GPU's bandwidth exceed the supernodes' hand-offs along the tree's longest path (large factors; on a
+  /// small one a sweep is its chain of hand-offs, and an FP32 correction that stalls would cost an FP64 step
+  /// more). fp32 is not possible, and fp64 is used, where the FP32 copy would take more than half the GPU's
+  /// free memory or an entry of the factor's inverted blocks exceeds FP32's range.
+  CorrectionPrecision corrections = CorrectionPrecision::automatic;
 };
 
 /// One row of the refinement history: the state after the first solve (step 0) and after each correction.
@@ -36,6 +57,8 @@ struct RefinementStep {
   /// true for a solve with the factor and the low-rank correction of its perturbed pivots (LuCorrection of
   /// lu.hpp; lu_solve_refined and the Solver's refinement of such an LU take them).
   bool corrected = false;
+  /// This step's correction was solved with the factor rounded to FP32 (RefineOptions::corrections).
+  bool single = false;
 };
 
 struct RefinementResult {
