@@ -748,45 +748,37 @@ __global__ void __launch_bounds__(kLuPanelThreads) first_zero_diagonal_kernel(co
 
 int lu_panel_grid(int first, int last) { return std::max(1, std::min(last - first + 1, 1 << 16)); }
 
+using SweepKernel = void (*)(SupernodalView, SupernodalWorkspace, SupernodalPass);
+
+/// The sweep kernel of width K for a direction and a panel precision: the one place that picks among them.
 template <int K>
-void forward_for(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p,
-                 PanelPrecision precision, int grid, cudaStream_t stream) {
-  const std::size_t bytes = supernodal_shared_bytes(K);
-  if (precision == PanelPrecision::fp32)
-    forward_kernel<K, float><<<grid, kSupernodalThreads, bytes, stream>>>(v, w, p);
-  else
-    forward_kernel<K, double><<<grid, kSupernodalThreads, bytes, stream>>>(v, w, p);
+SweepKernel sweep_kernel(bool forward, PanelPrecision precision) {
+  const bool fp32 = precision == PanelPrecision::fp32;
+  if (forward) return fp32 ? forward_kernel<K, float> : forward_kernel<K, double>;
+  return fp32 ? backward_kernel<K, float> : backward_kernel<K, double>;
+}
+
+template <int K>
+void sweep_for(bool forward, const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p,
+               PanelPrecision precision, int grid, cudaStream_t stream) {
+  sweep_kernel<K>(forward, precision)<<<grid, kSupernodalThreads, supernodal_shared_bytes(K), stream>>>(v, w, p);
   SPADE_CUDA_CHECK_LAUNCH();
 }
 
-template <int K>
-void backward_for(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p,
-                  PanelPrecision precision, int grid, cudaStream_t stream) {
-  const std::size_t bytes = supernodal_shared_bytes(K);
-  if (precision == PanelPrecision::fp32)
-    backward_kernel<K, float><<<grid, kSupernodalThreads, bytes, stream>>>(v, w, p);
-  else
-    backward_kernel<K, double><<<grid, kSupernodalThreads, bytes, stream>>>(v, w, p);
-  SPADE_CUDA_CHECK_LAUNCH();
-}
-
-/// Resident blocks per multiprocessor of one kernel (its dynamic shared memory allowed first).
-int blocks_of(const void* kernel, int bytes) {
-  SPADE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  int blocks = 0;
-  SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kSupernodalThreads, bytes));
-  return blocks;
-}
-
-/// The fewer of the FP64 and FP32 kernels' (one grid serves both precisions).
+/// Resident blocks per multiprocessor of a sweep kernel of width K (its dynamic shared memory allowed
+/// first); the fewer of the FP64 and FP32 kernels' (one grid serves both precisions).
 template <int K>
 int blocks_for(bool forward) {
   const int bytes = static_cast<int>(supernodal_shared_bytes(K));
-  const void* fp64 = forward ? reinterpret_cast<const void*>(forward_kernel<K, double>)
-                             : reinterpret_cast<const void*>(backward_kernel<K, double>);
-  const void* fp32 = forward ? reinterpret_cast<const void*>(forward_kernel<K, float>)
-                             : reinterpret_cast<const void*>(backward_kernel<K, float>);
-  return std::min(blocks_of(fp64, bytes), blocks_of(fp32, bytes));
+  const auto blocks_of = [bytes](SweepKernel sweep) {
+    const void* kernel = reinterpret_cast<const void*>(sweep);
+    SPADE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    int blocks = 0;
+    SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kSupernodalThreads, bytes));
+    return blocks;
+  };
+  return std::min(blocks_of(sweep_kernel<K>(forward, PanelPrecision::fp64)),
+                  blocks_of(sweep_kernel<K>(forward, PanelPrecision::fp32)));
 }
 
 /// out[i] = in[i] rounded to FP32; *overflow = 1 where a finite in[i] rounds to an infinity.
@@ -857,10 +849,10 @@ int supernodal_blocks_per_sm(int K, bool forward) {
 void launch_supernodal_forward(int K, const SupernodalView& v, const SupernodalWorkspace& w,
                                const SupernodalPass& p, PanelPrecision precision, int grid, cudaStream_t stream) {
   switch (K) {
-    case 1: return forward_for<1>(v, w, p, precision, grid, stream);
-    case 2: return forward_for<2>(v, w, p, precision, grid, stream);
-    case 4: return forward_for<4>(v, w, p, precision, grid, stream);
-    case 8: return forward_for<8>(v, w, p, precision, grid, stream);
+    case 1: return sweep_for<1>(true, v, w, p, precision, grid, stream);
+    case 2: return sweep_for<2>(true, v, w, p, precision, grid, stream);
+    case 4: return sweep_for<4>(true, v, w, p, precision, grid, stream);
+    case 8: return sweep_for<8>(true, v, w, p, precision, grid, stream);
   }
   bad_width(K);
 }
@@ -868,10 +860,10 @@ void launch_supernodal_forward(int K, const SupernodalView& v, const SupernodalW
 void launch_supernodal_backward(int K, const SupernodalView& v, const SupernodalWorkspace& w,
                                 const SupernodalPass& p, PanelPrecision precision, int grid, cudaStream_t stream) {
   switch (K) {
-    case 1: return backward_for<1>(v, w, p, precision, grid, stream);
-    case 2: return backward_for<2>(v, w, p, precision, grid, stream);
-    case 4: return backward_for<4>(v, w, p, precision, grid, stream);
-    case 8: return backward_for<8>(v, w, p, precision, grid, stream);
+    case 1: return sweep_for<1>(false, v, w, p, precision, grid, stream);
+    case 2: return sweep_for<2>(false, v, w, p, precision, grid, stream);
+    case 4: return sweep_for<4>(false, v, w, p, precision, grid, stream);
+    case 8: return sweep_for<8>(false, v, w, p, precision, grid, stream);
   }
   bad_width(K);
 }

@@ -651,7 +651,7 @@ bool GpuSolvePlan::make_single_copy() {
   if (generation_ == 0) throw InvalidInput("GpuSolvePlan::make_single_copy: the plan holds no complete values");
   if (single_generation_ == generation_) return true;
   if (single_refused_ == generation_) return false;
-  single_refused_ = generation_;  // until the copy is made
+  single_refused_ = generation_;  // a failure below leaves these values refused
   Device& d = *device_;
   const std::size_t count = d.values.size(), sets = lu_ ? 2 : 1;
   if (d.single_values.size() != count) {
@@ -677,7 +677,6 @@ bool GpuSolvePlan::make_single_copy() {
     return false;
   }
   single_generation_ = generation_;
-  single_refused_ = 0;
   return true;
 }
 

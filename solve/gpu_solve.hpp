@@ -212,7 +212,7 @@ class GpuSolvePlan {
   std::unique_ptr<Device> device_;
   std::uint64_t generation_ = 0;
   std::uint64_t single_generation_ = 0;  // the generation of the FP32 copy, 0 when there is none
-  std::uint64_t single_refused_ = 0;     // the generation make_single_copy() refused, 0 when none
+  std::uint64_t single_refused_ = 0;     // the generation make_single_copy() last tried to copy
   bool bandwidth_bound_ = false;
   int grid_[4] = {0, 0, 0, 0};
   double forward_seconds_ = 0, backward_seconds_ = 0;

@@ -63,15 +63,6 @@ CorrectionPrecision parse_correction_precision(const std::string& name) {
   throw InvalidInput("unknown correction precision '" + name + "'; expected auto, fp32 or fp64");
 }
 
-std::string to_string(CorrectionPrecision precision) {
-  switch (precision) {
-    case CorrectionPrecision::fp32: return "fp32";
-    case CorrectionPrecision::fp64: return "fp64";
-    case CorrectionPrecision::automatic: break;
-  }
-  return "auto";
-}
-
 RefinementStep backward_error(const SparseMatrix& A, const double* b, const double* x) {
   return out_of_memory_is_resource_error("backward_error", [&] {
     std::vector<double> r(A.rows());

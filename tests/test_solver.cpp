@@ -1136,9 +1136,7 @@ TEST(GpuSolve, MixedPrecisionRefinement) {
   strict.corrections = CorrectionPrecision::fp32;
   for (const auto& [A, what] : {std::pair{laplacian_3d(30, 30, 30), "lap3d 30^3"},
                                 std::pair{laplacian_2d(120, 120, Stencil::nine_point), "lap2d 9-point 120^2"}}) {
-    SolverOptions options = on(Placement::gpu);
-    options.refine = strict;
-    Solver solver(options);
+    Solver solver(on(Placement::gpu));
     solver.analyze(A);
     solver.factorize(A);
     ASSERT_TRUE(solver.on_gpu());

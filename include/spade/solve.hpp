@@ -29,7 +29,6 @@ enum class CorrectionPrecision { automatic, fp32, fp64 };
 
 /// "auto", "fp32" or "fp64"; InvalidInput otherwise.
 CorrectionPrecision parse_correction_precision(const std::string& name);
-std::string to_string(CorrectionPrecision precision);
 
 struct RefineOptions {
   int max_steps = 10;    ///< at most this many correction steps after the first solve
