@@ -4,13 +4,14 @@ add_library(spade_solver STATIC
   solve/solver.cpp
   solve/gpu_solve.cu
   kernels/supernodal_solve.cu
+  kernels/residual.cu
 )
 target_include_directories(spade_solver PRIVATE ${PROJECT_SOURCE_DIR})  # solve/, kernels/; the public headers come with spade_host
 target_compile_options(spade_solver PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${SPADE_WARNINGS}>
                        $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo -Xcompiler=-Wall,-Wextra>)
 target_link_libraries(spade_solver
   PUBLIC spade_host
-  PRIVATE CUDA::cudart CUDA::cublas CUDA::cusolver CUDA::cusparse BLAS::BLAS)
+  PRIVATE CUDA::cudart CUDA::cublas CUDA::cusolver BLAS::BLAS)
 set_target_properties(spade_solver PROPERTIES EXPORT_NAME solver)
 
 if(BUILD_TESTING)

@@ -31,6 +31,7 @@
 
 #include "../core/blas.hpp"
 #include "../kernels/cuda_check.hpp"
+#include "../kernels/residual_kernels.hpp"
 #include "bench_cuda.hpp"
 #include "bench_json.hpp"
 #include "../solve/gpu_solve.hpp"
@@ -280,10 +281,107 @@ TraceStats trace_solve(const spade::NumericFactor& F, const std::vector<double>&
   return out;
 }
 
+/// One refinement step's residual and backward error, nrhs = 1 and 16: spade's one pass over A, as the
+/// refinement calls it (GpuResidual::evaluate: zeroing the two maxima, the kernel, their copy back and the
+/// wait for it; wall clock) and its kernel alone (CUDA events), against cuSPARSE's product r = b - A x alone
+/// (SpMV, SpMM; CUDA events), which the backward error needs twice (A x and |A| |x|); floor: A's values and
+/// column indices (12 bytes an entry), its row pointers and three vectors (x, b, r) over the copy bandwidth.
+struct ResidualTimes {
+  double spade[2] = {NAN, NAN}, kernel[2] = {NAN, NAN}, cusparse[2] = {NAN, NAN}, floor[2] = {NAN, NAN};
+  int group = 0, longest_row = 0;
+};
+
+ResidualTimes time_residual(const spade::SparseMatrix& A, double bandwidth, int reps) {
+  ResidualTimes out;
+  const index_t n = A.rows();
+  const spade::SparseMatrix At = A.transpose();  // its CSC arrays are A's CSR arrays
+  Csr csr;
+  csr.n = n;
+  csr.ptr.assign(At.col_ptr().begin(), At.col_ptr().end());
+  csr.col.assign(At.row_ind().begin(), At.row_ind().end());
+  csr.val = At.values();
+  for (index_t i = 0; i < n; ++i) out.longest_row = std::max(out.longest_row, csr.ptr[i + 1] - csr.ptr[i]);
+  out.group = spade::kernels::residual_group(out.longest_row, n, spade::cuda_device_attribute(cudaDevAttrMultiProcessorCount));
+  cudaStream_t stream;
+  SPADE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cusparseHandle_t handle;
+  CUSPARSE_CHECK(cusparseCreate(&handle));
+  DeviceVector<int> ptr(csr.ptr), col(csr.col);
+  DeviceVector<double> val(csr.val);
+  DeviceVector<unsigned long long> maxima(2);
+  const int widths[2] = {1, 16};
+  for (int w = 0; w < 2; ++w) {
+    const index_t nrhs = widths[w];
+    std::mt19937_64 rng(2);
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::vector<double> h(static_cast<std::size_t>(n) * nrhs);
+    for (double& v : h) v = u(rng);
+    DeviceVector<double> B(h), X(h), R(h.size());
+    out.floor[w] = (12.0 * static_cast<double>(A.nnz()) + 4.0 * (n + 1) + 24.0 * static_cast<double>(h.size())) /
+                   bandwidth;
+    {
+      spade::GpuResidual residual(A, stream);
+      std::vector<double> t;
+      for (int r = 0; r < reps + 2; ++r) {
+        const double s = spade::bench::seconds([&] { residual.evaluate(B.p, X.p, R.p, nrhs); });
+        if (r >= 2) t.push_back(s);
+      }
+      out.spade[w] = median(t);
+    }
+    out.kernel[w] = event_median(
+        [&] {
+          SPADE_CUDA_CHECK(cudaMemsetAsync(maxima.p, 0, 2 * sizeof(unsigned long long)));
+          spade::kernels::launch_residual({n, ptr.p, col.p, val.p}, B.p, X.p, R.p, nrhs, out.group, maxima.p, nullptr);
+        },
+        2, reps);
+    cusparseSpMatDescr_t M;
+    CUSPARSE_CHECK(cusparseCreateCsr(&M, n, n, A.nnz(), ptr.p, col.p, val.p, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+                                     CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F));
+    const double minus_one = -1, one = 1;
+    std::size_t bytes = 0;
+    if (nrhs == 1) {
+      cusparseDnVecDescr_t vx, vr;
+      CUSPARSE_CHECK(cusparseCreateDnVec(&vx, n, X.p, CUDA_R_64F));
+      CUSPARSE_CHECK(cusparseCreateDnVec(&vr, n, R.p, CUDA_R_64F));
+      CUSPARSE_CHECK(cusparseSpMV_bufferSize(handle, CUSPARSE_OPERATION_NON_TRANSPOSE, &minus_one, M, vx, &one, vr,
+                                             CUDA_R_64F, CUSPARSE_SPMV_ALG_DEFAULT, &bytes));
+      DeviceVector<char> buffer(bytes);
+      out.cusparse[w] = event_median(
+          [&] {
+            CUSPARSE_CHECK(cusparseSpMV(handle, CUSPARSE_OPERATION_NON_TRANSPOSE, &minus_one, M, vx, &one, vr, CUDA_R_64F,
+                                        CUSPARSE_SPMV_ALG_DEFAULT, buffer.p));
+          },
+          2, reps);
+      cusparseDestroyDnVec(vx);
+      cusparseDestroyDnVec(vr);
+    } else {
+      cusparseDnMatDescr_t mx, mr;
+      CUSPARSE_CHECK(cusparseCreateDnMat(&mx, n, nrhs, n, X.p, CUDA_R_64F, CUSPARSE_ORDER_COL));
+      CUSPARSE_CHECK(cusparseCreateDnMat(&mr, n, nrhs, n, R.p, CUDA_R_64F, CUSPARSE_ORDER_COL));
+      const cusparseOperation_t N = CUSPARSE_OPERATION_NON_TRANSPOSE;
+      CUSPARSE_CHECK(cusparseSpMM_bufferSize(handle, N, N, &minus_one, M, mx, &one, mr, CUDA_R_64F,
+                                             CUSPARSE_SPMM_ALG_DEFAULT, &bytes));
+      DeviceVector<char> buffer(bytes);
+      out.cusparse[w] = event_median(
+          [&] {
+            CUSPARSE_CHECK(cusparseSpMM(handle, N, N, &minus_one, M, mx, &one, mr, CUDA_R_64F, CUSPARSE_SPMM_ALG_DEFAULT,
+                                        buffer.p));
+          },
+          2, reps);
+      cusparseDestroyDnMat(mx);
+      cusparseDestroyDnMat(mr);
+    }
+    cusparseDestroySpMat(M);
+  }
+  cusparseDestroy(handle);
+  SPADE_CUDA_CHECK(cudaStreamDestroy(stream));
+  return out;
+}
+
 struct Row {
   std::string name;
   index_t n = 0;
-  offset_t nnz_l = 0;
+  offset_t nnz_l = 0, nnz_a = 0;
   index_t supernodes = 0, groups = 0, tiles = 0, height = 0, critical = 0, band = 1;
   double floor = 0, gpu1 = 0, gpu1_fwd = 0, gpu1_bwd = 0, gpu1_call = 0, gpu16 = 0, host1 = 0;
   CusparseTimes cusparse;
@@ -301,6 +399,7 @@ struct Row {
   bool solved_partitioned = false;
   double error = 0;  // GPU against host solve, nrhs = 1
   TraceStats trace;
+  ResidualTimes residual;
 };
 
 /// "first (refactor)" milliseconds until the partitioned inverse was ready, "-" without one; a star where
@@ -330,6 +429,7 @@ Row run_matrix(const std::string& name, double bandwidth, int threads, int reps,
   const spade::SparseMatrix A = load(name);
   const index_t n = A.rows();
   row.n = n;
+  row.nnz_a = A.nnz();
   spade::SolverOptions options;
   options.placement = spade::Placement::gpu;
   options.threads = threads;
@@ -464,6 +564,7 @@ Row run_matrix(const std::string& name, double bandwidth, int threads, int reps,
     std::vector<double> pb(n), px(n);
     for (index_t k = 0; k < n; ++k) pb[k] = b[S.perm[k]], px[k] = x_host[S.perm[k]];
     row.cusparse = run_cusparse(L, pb, px, 16, std::max(3, reps / 4));
+    row.residual = time_residual(A, bandwidth, reps);
   }
   return row;
 }
@@ -558,6 +659,13 @@ nlohmann::ordered_json row_json(const Row& r) {
            std::isnan(r.reready) ? nlohmann::ordered_json() : nlohmann::ordered_json(r.reready)},
           {"solved_partitioned", r.solved_partitioned},
           {"error_against_host", r.error},
+          {"residual_seconds", {{"spade", {r.residual.spade[0], r.residual.spade[1]}},
+                                {"spade_kernel", {r.residual.kernel[0], r.residual.kernel[1]}},
+                                {"cusparse_product", {r.residual.cusparse[0], r.residual.cusparse[1]}},
+                                {"floor", {r.residual.floor[0], r.residual.floor[1]}},
+                                {"nrhs", {1, 16}},
+                                {"group", r.residual.group},
+                                {"longest_row", r.residual.longest_row}}},
           {"trace", {{"forward", sweep(r.trace.forward)}, {"backward", sweep(r.trace.backward)}}}};
 }
 
@@ -643,6 +751,20 @@ int main(int argc, char** argv) {
                     sweep == 0 ? "forward" : "backward", t.span, r.floor * 0.5e6, t.chain, t.handoffs, t.work,
                     t.median_handoff);
       }
+    if (!no_baselines) {
+      std::printf("\nOne refinement step's residual and backward error (ms): spade's one pass over A as refinement calls "
+                  "it (GpuResidual::evaluate, wall clock, the wait for its two maxima included) and its kernel alone "
+                  "(CUDA events), against cuSPARSE's r = b - A x alone (SpMV / SpMM, CUDA events), which the backward "
+                  "error needs twice (A x, |A| |x|); floor: A (12 bytes an entry), its row pointers and x, b, r.\n\n");
+      std::printf("| matrix | entries per row: mean, longest (lanes per row) | nrhs | spade evaluate | spade kernel | cuSPARSE product "
+                  "| cuSPARSE / spade kernel | floor | spade kernel / floor |\n|---|---|---|---|---|---|---|---|---|\n");
+      for (const Row& r : rows)
+        for (int w = 0; w < 2; ++w)
+          std::printf("| %s | %.1f, %d (%d) | %d | %.4f | %.4f | %.4f | %.2f | %.4f | %.2f |\n", r.name.c_str(),
+                      r.nnz_a / static_cast<double>(r.n), r.residual.longest_row, r.residual.group, w == 0 ? 1 : 16, r.residual.spade[w] * 1e3,
+                      r.residual.kernel[w] * 1e3, r.residual.cusparse[w] * 1e3, r.residual.cusparse[w] / r.residual.kernel[w],
+                      r.residual.floor[w] * 1e3, r.residual.kernel[w] / r.residual.floor[w]);
+    }
     if (!json_path.empty()) {
       nlohmann::ordered_json rows_json = nlohmann::ordered_json::array();
       for (const Row& r : rows) rows_json.push_back(row_json(r));

@@ -3,7 +3,6 @@
 
 #include <cublas_v2.h>
 #include <cusolverDn.h>
-#include <cusparse.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +14,7 @@
 #include <utility>
 
 #include "../kernels/cuda_check.hpp"
+#include "../kernels/residual_kernels.hpp"
 #include "../kernels/supernodal_kernels.hpp"
 #include "lu_correction.hpp"
 #include "spade/error.hpp"
@@ -35,11 +35,6 @@ void cusolver_check(cusolverStatus_t status, const char* what) {
   if (status != CUSOLVER_STATUS_SUCCESS)
     throw ResourceError(std::string("cuSOLVER error in ") + what + ": status " + std::to_string(static_cast<int>(status)));
 }
-void cusparse_check(cusparseStatus_t status, const char* what) {
-  if (status != CUSPARSE_STATUS_SUCCESS)
-    throw ResourceError(std::string("cuSPARSE error in ") + what + ": " + cusparseGetErrorString(status));
-}
-
 /// Device memory of `count` elements, taken from and returned to the device's memory pool in the order of
 /// `stream` (cudaMallocAsync / cudaFreeAsync): freeing never synchronizes the device.
 template <typename T>
@@ -794,55 +789,13 @@ void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, i
 
 // ---- GpuResidual ----
 
-namespace {
-
-__global__ void abs_kernel(const double* x, double* out, long long count) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<long long>(gridDim.x) * blockDim.x)
-    out[i] = fabs(x[i]);
-}
-
-/// result[0] = max |r|, result[1] = max |r| / (scale + |b|) (Oettli-Prager; 0 where r = 0, Inf where only
-/// the denominator is 0). Non-negative doubles order as their bit patterns, so atomicMax on the bits is
-/// the maximum (a NaN's bits exceed Inf's: a NaN residual shows as NaN).
-__global__ void backward_error_kernel(const double* b, const double* r, const double* scale, long long count,
-                                      unsigned long long* result) {
-  double norm = 0, berr = 0;
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    const double ri = fabs(r[i]);
-    const double denominator = scale[i] + fabs(b[i]);
-    norm = fmax(norm, ri);
-    if (ri != 0) berr = fmax(berr, denominator > 0 ? ri / denominator : __longlong_as_double(0x7ff0000000000000ll));
-    if (ri != ri) norm = berr = ri;  // fmax drops NaN: keep it
-  }
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const double other_norm = __shfl_xor_sync(0xffffffffu, norm, offset);
-    const double other_berr = __shfl_xor_sync(0xffffffffu, berr, offset);
-    norm = (other_norm != other_norm) ? other_norm : fmax(norm, other_norm);
-    berr = (other_berr != other_berr) ? other_berr : fmax(berr, other_berr);
-  }
-  if ((threadIdx.x & 31) == 0) {
-    atomicMax(result, static_cast<unsigned long long>(__double_as_longlong(fabs(norm))));
-    atomicMax(result + 1, static_cast<unsigned long long>(__double_as_longlong(fabs(berr))));
-  }
-}
-
-}  // namespace
-
 struct GpuResidual::Device {
   DeviceArray<int> row_ptr, col_ind;
-  DeviceArray<double> values, abs_values, abs_x, scale;
-  DeviceArray<char> buffer;
+  DeviceArray<double> values;
   DeviceArray<unsigned long long> result;
   PinnedArray<unsigned long long> result_host{2};
-  cusparseHandle_t cusparse = nullptr;
   cublasHandle_t cublas = nullptr;
-  cusparseSpMatDescr_t A = nullptr, abs_A = nullptr;
   ~Device() {
-    if (A != nullptr) cusparseDestroySpMat(A);
-    if (abs_A != nullptr) cusparseDestroySpMat(abs_A);
-    if (cusparse != nullptr) cusparseDestroy(cusparse);
     if (cublas != nullptr) cublasDestroy(cublas);
   }
 };
@@ -856,23 +809,17 @@ GpuResidual::GpuResidual(const SparseMatrix& A, cudaStream_t stream) : stream_(s
     throw ResourceError("GPU refinement: nnz(A) = " + std::to_string(A.nnz()) + " does not fit 32-bit indices");
   n_ = A.rows();
   nnz_ = A.nnz();
+  index_t longest_row = 0;
+  for (index_t i = 0; i < n_; ++i) longest_row = std::max<index_t>(longest_row, csr.col_ptr()[i + 1] - csr.col_ptr()[i]);
+  group_ = kernels::residual_group(longest_row, n_, cuda_device_attribute(cudaDevAttrMultiProcessorCount));
   device_ = std::make_unique<Device>();
   Device& d = *device_;
   d.row_ptr = DeviceArray<int>(converted<int>(csr.col_ptr()), stream);
   d.col_ind = DeviceArray<int>(csr.row_ind(), stream);
   d.values = DeviceArray<double>(static_cast<std::size_t>(nnz_), stream);
-  d.abs_values = DeviceArray<double>(static_cast<std::size_t>(nnz_), stream);
   d.result = DeviceArray<unsigned long long>(2, stream);
-  cusparse_check(cusparseCreate(&d.cusparse), "cusparseCreate");
-  cusparse_check(cusparseSetStream(d.cusparse, stream), "cusparseSetStream");
   cublas_check(cublasCreate(&d.cublas), "cublasCreate");
   cublas_check(cublasSetStream(d.cublas, stream), "cublasSetStream");
-  cusparse_check(cusparseCreateCsr(&d.A, n_, n_, nnz_, d.row_ptr.get(), d.col_ind.get(), d.values.get(),
-                                   CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F),
-                 "cusparseCreateCsr");
-  cusparse_check(cusparseCreateCsr(&d.abs_A, n_, n_, nnz_, d.row_ptr.get(), d.col_ind.get(), d.abs_values.get(),
-                                   CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F),
-                 "cusparseCreateCsr");
   update_values(A);
 }
 
@@ -882,71 +829,20 @@ GpuResidual::~GpuResidual() {
 
 void GpuResidual::update_values(const SparseMatrix& A) {
   if (A.rows() != n_ || A.nnz() != nnz_) throw InvalidInput("GpuResidual::update_values: the pattern changed");
-  Device& d = *device_;
   const SparseMatrix At = transposed_ ? A.transpose() : SparseMatrix();
   const std::vector<double>& values = transposed_ ? At.values() : A.values();
-  std::vector<double> abs_values(values.size());
-  for (std::size_t p = 0; p < abs_values.size(); ++p) abs_values[p] = std::abs(values[p]);
-  SPADE_CUDA_CHECK(cudaMemcpyAsync(d.values.get(), values.data(), abs_values.size() * sizeof(double),
+  SPADE_CUDA_CHECK(cudaMemcpyAsync(device_->values.get(), values.data(), values.size() * sizeof(double),
                                    cudaMemcpyHostToDevice, stream_));
-  SPADE_CUDA_CHECK(cudaMemcpyAsync(d.abs_values.get(), abs_values.data(), abs_values.size() * sizeof(double),
-                                   cudaMemcpyHostToDevice, stream_));
-  SPADE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // abs_values is a temporary
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // At is a temporary, and A's values may change after
 }
 
 RefinementStep GpuResidual::evaluate(const double* B, const double* X, double* R, index_t nrhs) {
   RefinementStep step;
   if (n_ == 0 || nrhs <= 0) return step;
   Device& d = *device_;
-  const std::size_t count = static_cast<std::size_t>(n_) * nrhs;
-  if (d.abs_x.size() < count) {
-    d.abs_x = DeviceArray<double>(count, stream_);
-    d.scale = DeviceArray<double>(count, stream_);
-  }
-  SPADE_CUDA_CHECK(cudaMemcpyAsync(R, B, count * sizeof(double), cudaMemcpyDeviceToDevice, stream_));
-  const int threads = 256;
-  const int blocks = static_cast<int>(std::min<std::size_t>((count + threads - 1) / threads, 4096));
-  abs_kernel<<<blocks, threads, 0, stream_>>>(X, d.abs_x.get(), static_cast<long long>(count));
-  SPADE_CUDA_CHECK_LAUNCH();
-  const double minus_one = -1.0, one = 1.0, zero = 0.0;
-  // R = B - A X and scale = |A| |X| through SpMV (one column) or SpMM (several), buffers grown on demand.
-  auto multiply = [&](cusparseSpMatDescr_t M, const double* in, double* out, const double* alpha, const double* beta) {
-    std::size_t bytes = 0;
-    if (nrhs == 1) {
-      cusparseDnVecDescr_t vin, vout;
-      cusparse_check(cusparseCreateDnVec(&vin, n_, const_cast<double*>(in), CUDA_R_64F), "cusparseCreateDnVec");
-      cusparse_check(cusparseCreateDnVec(&vout, n_, out, CUDA_R_64F), "cusparseCreateDnVec");
-      cusparse_check(cusparseSpMV_bufferSize(d.cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE, alpha, M, vin, beta, vout,
-                                             CUDA_R_64F, CUSPARSE_SPMV_ALG_DEFAULT, &bytes),
-                     "cusparseSpMV_bufferSize");
-      if (d.buffer.size() < bytes) d.buffer = DeviceArray<char>(bytes, stream_);
-      cusparse_check(cusparseSpMV(d.cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE, alpha, M, vin, beta, vout, CUDA_R_64F,
-                                  CUSPARSE_SPMV_ALG_DEFAULT, d.buffer.get()),
-                     "cusparseSpMV");
-      cusparseDestroyDnVec(vin);
-      cusparseDestroyDnVec(vout);
-    } else {
-      cusparseDnMatDescr_t min, mout;
-      cusparse_check(cusparseCreateDnMat(&min, n_, nrhs, n_, const_cast<double*>(in), CUDA_R_64F, CUSPARSE_ORDER_COL),
-                     "cusparseCreateDnMat");
-      cusparse_check(cusparseCreateDnMat(&mout, n_, nrhs, n_, out, CUDA_R_64F, CUSPARSE_ORDER_COL), "cusparseCreateDnMat");
-      cusparse_check(cusparseSpMM_bufferSize(d.cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                                             alpha, M, min, beta, mout, CUDA_R_64F, CUSPARSE_SPMM_ALG_DEFAULT, &bytes),
-                     "cusparseSpMM_bufferSize");
-      if (d.buffer.size() < bytes) d.buffer = DeviceArray<char>(bytes, stream_);
-      cusparse_check(cusparseSpMM(d.cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, alpha, M,
-                                  min, beta, mout, CUDA_R_64F, CUSPARSE_SPMM_ALG_DEFAULT, d.buffer.get()),
-                     "cusparseSpMM");
-      cusparseDestroyDnMat(min);
-      cusparseDestroyDnMat(mout);
-    }
-  };
-  multiply(d.A, X, R, &minus_one, &one);
-  multiply(d.abs_A, d.abs_x.get(), d.scale.get(), &one, &zero);
   d.result.zero(stream_);
-  backward_error_kernel<<<blocks, threads, 0, stream_>>>(B, R, d.scale.get(), static_cast<long long>(count),
-                                                         d.result.get());
-  SPADE_CUDA_CHECK_LAUNCH();
+  kernels::launch_residual({static_cast<int>(n_), d.row_ptr.get(), d.col_ind.get(), d.values.get()}, B, X, R,
+                           static_cast<int>(nrhs), group_, d.result.get(), stream_);
   SPADE_CUDA_CHECK(cudaMemcpyAsync(d.result_host.get(), d.result.get(), 2 * sizeof(unsigned long long),
                                    cudaMemcpyDeviceToHost, stream_));
   SPADE_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -965,7 +861,6 @@ void GpuResidual::add(double* X, const double* D, index_t nrhs) {
 void GpuResidual::set_stream(cudaStream_t stream) {
   if (stream == stream_) return;
   SPADE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  cusparse_check(cusparseSetStream(device_->cusparse, stream), "cusparseSetStream");
   cublas_check(cublasSetStream(device_->cublas, stream), "cublasSetStream");
   stream_ = stream;
 }
@@ -1160,10 +1055,8 @@ void load_gpu_libraries() {
     cudaStream_t stream = nullptr;
     cublasHandle_t cublas = nullptr;
     cusolverDnHandle_t cusolver = nullptr;
-    cusparseHandle_t cusparse = nullptr;
     ~Handles() {
       if (stream != nullptr) cudaStreamSynchronize(stream);
-      if (cusparse != nullptr) cusparseDestroy(cusparse);
       if (cusolver != nullptr) cusolverDnDestroy(cusolver);
       if (cublas != nullptr) cublasDestroy(cublas);
       if (stream != nullptr) cudaStreamDestroy(stream);
@@ -1174,7 +1067,6 @@ void load_gpu_libraries() {
   cublas_check(cublasSetStream(h.cublas, h.stream), "cublasSetStream");
   cusolver_check(cusolverDnCreate(&h.cusolver), "cusolverDnCreate");
   cusolver_check(cusolverDnSetStream(h.cusolver, h.stream), "cusolverDnSetStream");
-  cusparse_check(cusparseCreate(&h.cusparse), "cusparseCreate");
   // A 2k x k panel: the identity over k rows of zeros, as a supernode's [L11; L21].
   std::vector<double> identity(2 * k * k, 0.0);
   for (int i = 0; i < k; ++i) identity[i + i * 2 * k] = 1.0;

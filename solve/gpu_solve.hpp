@@ -10,14 +10,14 @@
 //                    The plan of an LU factor (lu.hpp) holds two such panel sets, [L11; L21] and
 //                    [U11^T; U12^T], on the same schedule: the forward sweep of A x = b runs on L's and the
 //                    backward sweep on U's, A^T x = b the other way round (see upload_lu and finish_lu).
-//   GpuResidual    - A on the device for iterative refinement: R = B - A X by cuSPARSE SpMM, and the
-//                    Oettli-Prager backward error with |A| |X| by cuSPARSE and one reduction kernel.
+//   GpuResidual    - A on the device for iterative refinement: R = B - A X and the Oettli-Prager backward
+//                    error in one pass over A (kernels/residual.cu).
 //   GpuLuCorrection - the correction of an LU's replaced pivots (LuCorrection, lu.hpp) on the device, built
 //                    from the plan's own solves: a corrected solve is two solves with the plan and one
 //                    with the small matrix K.
 //   HostRegistration - page-locks the host factor's values (cudaHostRegister) so uploads run as DMA.
 // Everything here uses the CUDA device that is current when the object is created; every call must be made
-// with that device current. Errors: ResourceError for CUDA, cuBLAS, cuSOLVER and cuSPARSE failures (out of
+// with that device current. Errors: ResourceError for CUDA, cuBLAS and cuSOLVER failures (out of
 // memory included), InvalidInput for misuse, NumericalError for what the kernels report (a zero pivot, a
 // spin-wait that gave up).
 #pragma once
@@ -223,9 +223,9 @@ class GpuSolvePlan {
 /// transposed on the host first).
 class GpuResidual {
  public:
-  /// Uploads A (square; a symmetric one with both triangles stored) and |A|; work goes on `stream`. Throws
+  /// Uploads A (square; a symmetric one with both triangles stored); work goes on `stream`. Throws
   /// InvalidInput for a non-square A, ResourceError when nnz(A) does not fit 32-bit indices or for a
-  /// CUDA/cuSPARSE failure.
+  /// CUDA failure.
   GpuResidual(const SparseMatrix& A, cudaStream_t stream);
   ~GpuResidual();
   GpuResidual(const GpuResidual&) = delete;
@@ -236,7 +236,9 @@ class GpuResidual {
 
   /// R = B - A X and the worst backward error: max over the nrhs columns and rows of
   /// |b - A x|_i / (|A| |x| + |b|)_i (0 where numerator and denominator vanish, Inf where only the denominator
-  /// does) and the largest ||b - A x||_inf. B, X, R: n x nrhs, leading dimension n, DEVICE memory. Synchronizes.
+  /// does; NaN where a residual is NaN) and the largest ||b - A x||_inf, in one pass over A
+  /// (kernels::launch_residual; ceil(nrhs / 8) passes for several columns). B, X, R: n x nrhs, leading
+  /// dimension n, DEVICE memory; R aliases neither B nor X. Synchronizes.
   RefinementStep evaluate(const double* B, const double* X, double* R, index_t nrhs);
 
   /// X += D (n x nrhs each, leading dimension n, device memory), on the stream.
@@ -250,6 +252,7 @@ class GpuResidual {
   struct Device;
   index_t n_ = 0;
   offset_t nnz_ = 0;
+  int group_ = 4;            // lanes per row of the residual kernel (kernels::residual_group)
   bool transposed_ = false;  // the device holds A^T's CSC arrays (A was not symmetric)
   cudaStream_t stream_;
   std::unique_ptr<Device> device_;
@@ -312,7 +315,7 @@ class HostRegistration {
   bool ok_ = false;
 };
 
-/// Brings up cuBLAS, cuSOLVER and cuSPARSE on the current device (a handle of each, created and destroyed)
+/// Brings up cuBLAS and cuSOLVER on the current device (a handle of each, created and destroyed)
 /// and loads the solve kernels' modules, so that a plan built later does not pay their start-up (on a small
 /// factor, that start-up is most of what a caller would wait for after the factorization). The Solver calls
 /// it on its probe thread, beside the analysis. Throws ResourceError for a CUDA or library failure.

@@ -428,7 +428,7 @@ struct Solver::Impl {
 
   /// Device bytes of the refinement's copy of A.
   std::size_t refinement_bytes() const {
-    return static_cast<std::size_t>(A->nnz()) * (2 * sizeof(double) + sizeof(int)) +
+    return static_cast<std::size_t>(A->nnz()) * (sizeof(double) + sizeof(int)) +
            static_cast<std::size_t>(A->rows() + 1) * sizeof(int);
   }
 

@@ -11,7 +11,7 @@
 //   solve(X)       A X = B in place, on the GPU (supernodal forward and backward sweeps over the assembly
 //                  tree, solve/supernodal_schedule.hpp) or on the host (solve.hpp).
 //   solve_refined  iterative refinement with the original A; on the GPU the residual, the backward error
-//                  and the iterates stay on the device (cuSPARSE SpMV/SpMM).
+//                  and the iterates stay on the device (one pass over A per step, kernels/residual.cu).
 //
 // Placement (SolverOptions::placement): `automatic` solves on the GPU when one is usable and the factor
 // fits in its memory, else on the host, and report().placement_reason says why; `gpu` insists (a missing
