@@ -94,8 +94,8 @@ __global__ void __launch_bounds__(kResidualThreads) residual_kernel(CsrView A, c
 }
 
 /// The grid-stride loop gives every block the same share of rows, so the grid is what stays resident at
-/// once (a second, partial wave of blocks would double the time of a memory-bound pass), and no more
-/// blocks than the rows need.
+/// once (blocks beyond it would run as a second, partial wave after the first), and no more blocks than
+/// the rows need.
 template <int G, int C>
 void launch_kernel(const CsrView& A, const double* B, const double* X, double* R, int nrhs,
                    unsigned long long* result, cudaStream_t stream) {
