@@ -902,10 +902,22 @@ TEST(GpuSolve, SpinWaitTimeoutIsAnErrorAndTheNextSolveIsRight) {
   } catch (const NumericalError& e) {
     EXPECT_EQ(e.kind(), NumericalError::Kind::no_progress) << e.what();
   }
+  // Refinement queues its solves behind the residual (GpuSolvePlan::enqueue_solve): a solve that gave up
+  // is still an error there, and the plan is still right afterwards.
+  std::vector<double> B(4000, 1.0), Y(4000);
+  try {
+    solver.solve_refined(B.data(), 4000, Y.data(), 4000, 1);
+    FAIL() << "a refined solve whose sweeps gave up returned";
+  } catch (const NumericalError& e) {
+    EXPECT_EQ(e.kind(), NumericalError::Kind::no_progress) << e.what();
+  }
   solver.set_gpu_spin_limit(0);
   std::vector<double> b(4000), x(4000);
   for (index_t i = 0; i < 4000; ++i) x[i] = std::sin(i);
   A.multiply(x.data(), b.data());
+  const RefinementResult r = solver.solve_refined(b.data(), 4000, Y.data(), 4000, 1);
+  EXPECT_LE(r.solution.berr, 1e-14);
+  EXPECT_LE(relative_difference(Y, x), 1e-6);
   solver.solve(b.data(), 1, 4000);
   EXPECT_LE(relative_difference(b, x), 1e-6);
 }
