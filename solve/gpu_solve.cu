@@ -35,6 +35,7 @@ void cusolver_check(cusolverStatus_t status, const char* what) {
   if (status != CUSOLVER_STATUS_SUCCESS)
     throw ResourceError(std::string("cuSOLVER error in ") + what + ": status " + std::to_string(static_cast<int>(status)));
 }
+
 /// Device memory of `count` elements, taken from and returned to the device's memory pool in the order of
 /// `stream` (cudaMallocAsync / cudaFreeAsync): freeing never synchronizes the device.
 template <typename T>
