@@ -61,7 +61,7 @@ spade::SparseMatrix to_sparse(std::int64_t n, const py::array_t<std::int64_t, py
 class PySolver {
  public:
   PySolver(const std::string& ordering, int threads, const std::string& device, int refine, double tolerance,
-           bool partitioned_inverse) {
+           bool partitioned_inverse, const std::string& corrections) {
     spade::SolverOptions options;
     if (ordering != "auto") options.analyze.ordering = spade::parse_ordering_method(ordering);
     if (threads < 0) throw spade::InvalidInput("threads must be >= 0 (0: OpenMP's default), got " + std::to_string(threads));
@@ -71,6 +71,7 @@ class PySolver {
     options.placement = spade::parse_placement(device);
     options.refine.max_steps = refine;
     options.refine.tolerance = tolerance;
+    options.refine.corrections = spade::parse_correction_precision(corrections);
     options.partitioned_inverse = partitioned_inverse;
     solver_ = std::make_unique<spade::Solver>(options);
   }
@@ -231,7 +232,7 @@ PYBIND11_MODULE(_spade, m) {
   });
 
   py::class_<PySolver>(m, "_Solver")
-      .def(py::init<const std::string&, int, const std::string&, int, double, bool>())
+      .def(py::init<const std::string&, int, const std::string&, int, double, bool, const std::string&>())
       .def("analyze", &PySolver::analyze)
       .def("factorize", &PySolver::factorize)
       .def("solve", &PySolver::solve)

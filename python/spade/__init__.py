@@ -110,7 +110,7 @@ class Cholesky:
     """The Cholesky factorization P A P^T = L L^T of a sparse symmetric positive definite A, ready to solve.
 
     Cholesky(A, ordering="auto", threads=0, device="auto", refine=10, tolerance=0.0,
-             partitioned_inverse=True)
+             partitioned_inverse=True, corrections="auto")
 
     Args:
         A: scipy.sparse matrix or array, n x n, symmetric (both triangles stored), positive definite.
@@ -126,20 +126,24 @@ class Cholesky:
         partitioned_inverse: the GPU solve of the factor also builds, without waiting for it, a plan of
             dense inverted pieces of merged tree levels and solves on it once it is ready (the CLI's
             --partitioned-inverse): faster solves on small factors. False: the per-supernode plan alone.
+        corrections: the precision of solve_refined's corrections on the GPU, as the CLI's --corrections:
+            "auto" (FP32 where the GPU solve is bandwidth-bound, else FP64), "fp32" (mixed precision: the
+            corrections read the factor rounded to FP32, and go back to FP64 where one fails to halve the
+            backward error) or "fp64". The host solves in FP64 whatever this says.
 
     Raises:
         ValueError: A is not a square real sparse matrix, not symmetric, has NaN/Inf values; an unknown
-            ordering or device name, negative threads or refine.
+            ordering, device or corrections name, negative threads or refine.
         NotPositiveDefiniteError: A is not positive definite (.column names the column).
         MemoryError, ResourceError: as in the module docstring.
     """
 
     def __init__(self, A, ordering="auto", threads=0, device="auto", refine=10, tolerance=0.0,
-                 partitioned_inverse=True):
+                 partitioned_inverse=True, corrections="auto"):
         n, indptr, indices, data = _csc_arrays(A)
         self._n = n
         self._solver = _spade._Solver(str(ordering), int(threads), str(device), int(refine), float(tolerance),
-                                      bool(partitioned_inverse))
+                                      bool(partitioned_inverse), str(corrections))
         self._solver.analyze(n, indptr, indices, data)
         self._solver.factorize(n, indptr, indices, data)
 

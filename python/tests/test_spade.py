@@ -117,6 +117,16 @@ def test_partitioned_inverse(device):
         assert plan is None
 
 
+@pytest.mark.parametrize("corrections", ["auto", "fp32", "fp64"])
+def test_correction_precisions_refine_to_a_few_eps(corrections):
+    A = laplacian_2d(40, 30)
+    x_true = 1 + np.sin(np.arange(A.shape[0]))
+    chol = spade.Cholesky(A, corrections=corrections)
+    X, history = chol.solve_refined(A @ x_true)
+    np.testing.assert_allclose(X, x_true, rtol=0, atol=1e-11)
+    assert history["final_berr"] < 1e-14
+
+
 @pytest.mark.parametrize("fmt", ["csc", "csr", "coo", "lil", "dok", "bsr", "dia"])
 @pytest.mark.parametrize("kind", ["matrix", "array"])
 def test_every_scipy_format(fmt, kind):
@@ -254,6 +264,8 @@ def test_bad_options_are_value_errors():
         spade.Cholesky(A, threads=-1)
     with pytest.raises(ValueError, match="refine"):
         spade.Cholesky(A, refine=-1)
+    with pytest.raises(ValueError, match="fp32"):
+        spade.Cholesky(A, corrections="fp16")
 
 
 def test_bad_right_hand_sides_and_patterns_are_value_errors():
