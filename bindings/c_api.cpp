@@ -92,6 +92,14 @@ spade::SolverOptions to_solver_options(const spade_options& o) {
     case SPADE_PLACEMENT_CPU: options.placement = spade::Placement::cpu; break;
     default: throw spade::InvalidInput("spade_analyze: options->placement " + std::to_string(o.placement) + " is not a spade_placement");
   }
+  switch (o.refine_corrections) {
+    case SPADE_CORRECTIONS_AUTO: options.refine.corrections = spade::CorrectionPrecision::automatic; break;
+    case SPADE_CORRECTIONS_FP32: options.refine.corrections = spade::CorrectionPrecision::fp32; break;
+    case SPADE_CORRECTIONS_FP64: options.refine.corrections = spade::CorrectionPrecision::fp64; break;
+    default:
+      throw spade::InvalidInput("spade_analyze: options->refine_corrections " + std::to_string(o.refine_corrections) +
+                                " is not a spade_corrections");
+  }
   require(o.threads >= 0, "spade_analyze", "options->threads must be >= 0");
   require(o.refine_max_steps >= 0, "spade_analyze", "options->refine_max_steps must be >= 0");
   require(std::isfinite(o.refine_tolerance) && o.refine_tolerance >= 0, "spade_analyze",

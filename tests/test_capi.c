@@ -99,7 +99,8 @@ static void test_version(void) {
   const spade_options a = spade_default_options(), b = SPADE_OPTIONS_INIT;
   CHECK(a.ordering == b.ordering && a.threads == b.threads && a.placement == b.placement &&
         a.refine_max_steps == b.refine_max_steps && a.refine_tolerance == b.refine_tolerance &&
-        a.partitioned_inverse == b.partitioned_inverse && a.partitioned_inverse == 1);
+        a.partitioned_inverse == b.partitioned_inverse && a.partitioned_inverse == 1 &&
+        a.refine_corrections == b.refine_corrections && a.refine_corrections == SPADE_CORRECTIONS_AUTO);
   CHECK(a.ordering == SPADE_ORDERING_AUTO && a.placement == SPADE_PLACEMENT_AUTO && a.refine_max_steps == 10);
 }
 
@@ -186,6 +187,9 @@ static void test_errors(void) {
   bad = options;
   bad.threads = -2;
   CHECK_FAILS(spade_analyze(&m.csc, &bad, &analysis), SPADE_INVALID_INPUT, "threads");
+  bad = options;
+  bad.refine_corrections = (spade_corrections)3;
+  CHECK_FAILS(spade_analyze(&m.csc, &bad, &analysis), SPADE_INVALID_INPUT, "refine_corrections");
   bad = options;
   bad.refine_tolerance = NAN;
   CHECK_FAILS(spade_analyze(&m.csc, &bad, &analysis), SPADE_INVALID_INPUT, "refine_tolerance");
@@ -281,12 +285,14 @@ static void test_errors(void) {
   free(B);
 }
 
-/* With the solves on the GPU: right-hand sides and solutions in device memory, plain and refined. */
+/* With the solves on the GPU: right-hand sides and solutions in device memory, plain and refined (the
+   corrections forced to FP32: mixed-precision refinement through the C options). */
 static void test_device_memory(void) {
   Matrix m = laplacian(20, 16, 1.0, -1);
   const int n = m.csc.n, nrhs = 2;
   spade_options options = spade_default_options();
   options.placement = SPADE_PLACEMENT_GPU;
+  options.refine_corrections = SPADE_CORRECTIONS_FP32;
   spade_analysis* analysis = NULL;
   spade_factor* factor = NULL;
   CHECK(spade_analyze(&m.csc, &options, &analysis) == SPADE_SUCCESS);

@@ -69,6 +69,16 @@ typedef enum spade_placement {
   SPADE_PLACEMENT_CPU = 2   /* the host; CUDA is never touched */
 } spade_placement;
 
+/* The precision of spade_solve_refined's corrections A d = r on the GPU (RefineOptions::corrections; the
+   host solves in FP64 whatever this says). */
+typedef enum spade_corrections {
+  SPADE_CORRECTIONS_AUTO = 0, /* FP32 where the GPU solve is bandwidth-bound (large factors), else FP64 */
+  SPADE_CORRECTIONS_FP32 = 1, /* mixed precision: the corrections read the factor rounded to FP32 (half its
+                                 bytes; residuals, backward errors and X stay FP64), FP64 again after one
+                                 fails to halve the backward error */
+  SPADE_CORRECTIONS_FP64 = 2
+} spade_corrections;
+
 /* Where the caller's right-hand sides and solutions live. */
 typedef enum spade_memory { SPADE_MEMORY_HOST = 0, SPADE_MEMORY_DEVICE = 1 } spade_memory;
 
@@ -84,9 +94,10 @@ typedef struct spade_options {
                                 waiting for it, a plan of dense inverted pieces of merged tree levels, and
                                 solves on it once it is ready (SolverOptions::partitioned_inverse; faster
                                 solves on small factors); 0: the per-supernode plan alone */
+  spade_corrections refine_corrections; /* default SPADE_CORRECTIONS_AUTO */
 } spade_options;
 
-#define SPADE_OPTIONS_INIT {SPADE_ORDERING_AUTO, 0, SPADE_PLACEMENT_AUTO, 10, 0.0, 1}
+#define SPADE_OPTIONS_INIT {SPADE_ORDERING_AUTO, 0, SPADE_PLACEMENT_AUTO, 10, 0.0, 1, SPADE_CORRECTIONS_AUTO}
 
 /* A sparse matrix given by the caller (see the file comment): n x n, CSC, 0-based, host memory. */
 typedef struct spade_csc {
