@@ -74,13 +74,14 @@ struct SupernodalPass {
 /// block keep the shared memory of a block, 48-60 KB, a small part of a multiprocessor's).
 constexpr int kSupernodalThreads = 128;
 
-/// Blocks per multiprocessor that stay resident for a pass of width K (1, 2, 4 or 8), in either precision:
-/// the grid of launch_supernodal_forward/backward is this times the multiprocessor count (the kernels are
-/// persistent).
-int supernodal_blocks_per_sm(int K, bool forward);
+/// Blocks per multiprocessor that stay resident for a pass of width K (1, 2, 4 or 8) reading the panels in
+/// `precision`: the grid of launch_supernodal_forward/backward is this times the multiprocessor count (the
+/// kernels are persistent). An FP32 sweep stages its groups' panels in FP32, so at K = 1 its shared memory
+/// leaves room for more blocks than an FP64 sweep's.
+int supernodal_blocks_per_sm(int K, bool forward, PanelPrecision precision);
 
-/// Dynamic shared memory of one block for width K.
-std::size_t supernodal_shared_bytes(int K);
+/// Dynamic shared memory of one block for width K in `precision`.
+std::size_t supernodal_shared_bytes(int K, PanelPrecision precision);
 
 /// Forward sweep y = L^{-1} P b of one pass of width K in {1, 2, 4, 8}, reading the panels in `precision`
 /// (fp32 requires view.values_single).

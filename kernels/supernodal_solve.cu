@@ -32,25 +32,27 @@ constexpr int kGroupEntries = 512;   // panel entries of a group, hence also its
 constexpr int kGroupColumns = 64;    // columns of a group, hence also its supernodes
 constexpr unsigned kFull = 0xffffffffu;
 
-/// Per-warp shared memory for width K: a group's panels, rows and supernode offsets, its columns'
-/// right-hand sides (forward) or solution (backward) and forward result y; for K = 1 the solution on a
-/// group's rows outside the group (backward). A tile uses the same space from `base` as scratch: forward,
-/// its right-hand side (32 K doubles) and for K > 1 its results' transpose (32 (K + 1)); backward for
-/// K > 1, the tile's transpose and right-hand sides (32 x 32 + 32 K).
-template <int K>
+/// Per-warp shared memory for width K and panel type V: a group's panels (in V: an FP32 sweep stages half
+/// the bytes, and so fits a fifth block of warps on a multiprocessor at K = 1), rows and supernode offsets,
+/// its columns' right-hand sides (forward) or solution (backward) and forward result y; for K = 1 the
+/// solution on a group's rows outside the group (backward). A tile uses the same space from `base` as
+/// scratch: forward, its right-hand side (32 K doubles) and for K > 1 its results' transpose (32 (K + 1));
+/// backward for K > 1, the tile's transpose and right-hand sides (32 x 32 + 32 K).
+template <int K, typename V>
 struct WarpSmem {
   static constexpr int kExternal = K == 1 ? kGroupEntries : 0;
-  static constexpr std::size_t kGroupDoubles = kGroupEntries + 2 * kGroupColumns * K + kExternal;
-  static constexpr std::size_t kTileDoubles = K == 1 ? 0 : kTile * kTile + kTile * K;
-  static constexpr std::size_t kDoubles = kGroupDoubles > kTileDoubles ? kGroupDoubles : kTileDoubles;
+  static constexpr std::size_t kGroupBytes =
+      (2 * kGroupColumns * K + kExternal) * sizeof(double) + kGroupEntries * sizeof(V);
+  static constexpr std::size_t kTileBytes = (K == 1 ? 0 : kTile * kTile + kTile * K) * sizeof(double);
+  static constexpr std::size_t kRegionBytes = ((kGroupBytes > kTileBytes ? kGroupBytes : kTileBytes) + 7) / 8 * 8;
   static constexpr std::size_t kInts = kGroupEntries + 3 * (kGroupColumns + 1);
-  static constexpr std::size_t kBytes = (kDoubles * sizeof(double) + kInts * sizeof(int) + 15) / 16 * 16;
-  static_assert(kTile * (2 * K + 1) <= kDoubles, "a forward tile's scratch fits");
-  double* base;      // the doubles, from the start (a tile's scratch)
-  double* panel;     // kGroupEntries
+  static constexpr std::size_t kBytes = (kRegionBytes + kInts * sizeof(int) + 15) / 16 * 16;
+  static_assert(kTile * (2 * K + 1) * sizeof(double) <= kRegionBytes, "a forward tile's scratch fits");
+  double* base;      // the region of doubles and panels, from the start (a tile's scratch)
   double* rhs;       // kGroupColumns * K: forward right-hand side / backward solution on the group's columns
   double* forward;   // kGroupColumns * K: y on the group's columns (forward: staged for one coalesced store)
   double* external;  // kExternal: backward, K = 1: x on the group's rows that lie outside it
+  V* panel;          // kGroupEntries
   int* rows;         // kGroupEntries
   int* first_col;    // kGroupColumns + 1, relative to the group's first column
   int* first_row;    // relative to the group's first row index
@@ -58,11 +60,11 @@ struct WarpSmem {
   __device__ explicit WarpSmem(char* bytes) {
     double* d = reinterpret_cast<double*>(bytes);
     base = d;
-    panel = d;
-    rhs = panel + kGroupEntries;
+    rhs = d;
     forward = rhs + kGroupColumns * K;
     external = forward + kGroupColumns * K;
-    int* i = reinterpret_cast<int*>(d + kDoubles);
+    panel = reinterpret_cast<V*>(external + kExternal);
+    int* i = reinterpret_cast<int*>(bytes + kRegionBytes);
     rows = i;
     first_col = rows + kGroupEntries;
     first_row = first_col + kGroupColumns + 1;
@@ -281,7 +283,7 @@ __device__ bool forward_tile(const SupernodalView& v, const SupernodalWorkspace&
 /// Warp: a group's supernode offsets, panels and row indices into shared memory (two rounds of loads:
 /// the offsets, then everything they locate).
 template <int K, typename V>
-__device__ void stage_group(const SupernodalView& v, int first, int last, const WarpSmem<K>& sm) {
+__device__ void stage_group(const SupernodalView& v, int first, int last, const WarpSmem<K, V>& sm) {
   const int lane = threadIdx.x & 31;
   const int count = last - first + 1;
   const int lo = v.supernode_begin[first];
@@ -294,7 +296,7 @@ __device__ void stage_group(const SupernodalView& v, int first, int last, const 
     sm.first_entry[i] = static_cast<int>(v.panel_offset[first + i] - po0);
   }
   const V* values = panel_values<V>(v);
-  warp_copy<8>(sm.panel, entries, [&](int e) { return static_cast<double>(__ldg(values + po0 + e)); });
+  warp_copy<8>(sm.panel, entries, [&](int e) { return __ldg(values + po0 + e); });
   warp_copy<8>(sm.rows, rows, [&](int i) { return __ldg(v.row_indices + rp0 + i); });
 }
 
@@ -302,7 +304,7 @@ __device__ void stage_group(const SupernodalView& v, int first, int last, const 
 /// right-hand side stays in shared memory, updates of rows outside the group go to acc.
 template <int K, typename V>
 __device__ void forward_group(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p,
-                              int first, int last, const WarpSmem<K>& sm, long long slot) {
+                              int first, int last, const WarpSmem<K, V>& sm, long long slot) {
   const int lane = threadIdx.x & 31;
   const int lo = v.supernode_begin[first], hi = v.supernode_begin[last + 1];
   for (int c = lane; c < hi - lo; c += 32) {
@@ -316,7 +318,7 @@ __device__ void forward_group(const SupernodalView& v, const SupernodalWorkspace
   for (int i = 0; i <= last - first; ++i) {
     const int f = sm.first_col[i], k = sm.first_col[i + 1] - f;
     const int r0 = sm.first_row[i], m = sm.first_row[i + 1] - r0;
-    const double* P = sm.panel + sm.first_entry[i];
+    const V* P = sm.panel + sm.first_entry[i];
     const double* r = sm.rhs + f * K;
     for (int rb = 0; rb < m; rb += 32) {
       const int row = rb + lane;
@@ -363,7 +365,7 @@ __global__ void __launch_bounds__(kSupernodalThreads)
     forward_kernel(SupernodalView v, SupernodalWorkspace w, SupernodalPass p) {
   extern __shared__ __align__(16) char smem[];
   const int lane = threadIdx.x & 31;
-  const WarpSmem<K> sm(smem + (threadIdx.x >> 5) * WarpSmem<K>::kBytes);
+  const WarpSmem<K, V> sm(smem + (threadIdx.x >> 5) * WarpSmem<K, V>::kBytes);
   if (blockIdx.x == 0 && threadIdx.x == 0) w.tickets[1] = 0;  // the backward sweep's, idle until then
   for (;;) {
     int t = 0;
@@ -484,7 +486,7 @@ __device__ bool backward_tile(const SupernodalView& v, const SupernodalWorkspace
 
 template <int K, typename V>
 __device__ bool backward_group(const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p,
-                               int first, int last, const WarpSmem<K>& sm, long long slot) {
+                               int first, int last, const WarpSmem<K, V>& sm, long long slot) {
   const int lane = threadIdx.x & 31;
   const int lo = v.supernode_begin[first], hi = v.supernode_begin[last + 1];
   // Before the wait: the group, y on its columns (final), the permutation of its columns.
@@ -511,7 +513,7 @@ __device__ bool backward_group(const SupernodalView& v, const SupernodalWorkspac
   for (int i = last - first; i >= 0; --i) {
     const int f = sm.first_col[i], k = sm.first_col[i + 1] - f;
     const int r0 = sm.first_row[i], m = sm.first_row[i + 1] - r0;
-    const double* P = sm.panel + sm.first_entry[i];
+    const V* P = sm.panel + sm.first_entry[i];
     double* xo = sm.rhs + f * K;
     for (int c = lane; c < k; c += 32)
 #pragma unroll
@@ -599,7 +601,7 @@ __global__ void __launch_bounds__(kSupernodalThreads)
     backward_kernel(SupernodalView v, SupernodalWorkspace w, SupernodalPass p) {
   extern __shared__ __align__(16) char smem[];
   const int lane = threadIdx.x & 31;
-  const WarpSmem<K> sm(smem + (threadIdx.x >> 5) * WarpSmem<K>::kBytes);
+  const WarpSmem<K, V> sm(smem + (threadIdx.x >> 5) * WarpSmem<K, V>::kBytes);
   if (blockIdx.x == 0 && threadIdx.x == 0) w.tickets[0] = 0;  // the forward sweep's, done by now
   for (;;) {
     int t = 0;
@@ -761,24 +763,21 @@ SweepKernel sweep_kernel(bool forward, PanelPrecision precision) {
 template <int K>
 void sweep_for(bool forward, const SupernodalView& v, const SupernodalWorkspace& w, const SupernodalPass& p,
                PanelPrecision precision, int grid, cudaStream_t stream) {
-  sweep_kernel<K>(forward, precision)<<<grid, kSupernodalThreads, supernodal_shared_bytes(K), stream>>>(v, w, p);
+  sweep_kernel<K>(forward, precision)<<<grid, kSupernodalThreads, supernodal_shared_bytes(K, precision), stream>>>(
+      v, w, p);
   SPADE_CUDA_CHECK_LAUNCH();
 }
 
-/// Resident blocks per multiprocessor of a sweep kernel of width K (its dynamic shared memory allowed
-/// first); the fewer of the FP64 and FP32 kernels' (one grid serves both precisions).
+/// Resident blocks per multiprocessor of a sweep kernel of width K in `precision` (its dynamic shared
+/// memory allowed first).
 template <int K>
-int blocks_for(bool forward) {
-  const int bytes = static_cast<int>(supernodal_shared_bytes(K));
-  const auto blocks_of = [bytes](SweepKernel sweep) {
-    const void* kernel = reinterpret_cast<const void*>(sweep);
-    SPADE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    int blocks = 0;
-    SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kSupernodalThreads, bytes));
-    return blocks;
-  };
-  return std::min(blocks_of(sweep_kernel<K>(forward, PanelPrecision::fp64)),
-                  blocks_of(sweep_kernel<K>(forward, PanelPrecision::fp32)));
+int blocks_for(bool forward, PanelPrecision precision) {
+  const int bytes = static_cast<int>(supernodal_shared_bytes(K, precision));
+  const void* kernel = reinterpret_cast<const void*>(sweep_kernel<K>(forward, precision));
+  SPADE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  int blocks = 0;
+  SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kSupernodalThreads, bytes));
+  return blocks;
 }
 
 /// out[i] = in[i] rounded to FP32; *overflow = 1 where a finite in[i] rounds to an infinity.
@@ -824,24 +823,25 @@ void launch_lu_diagonal_blocks(int first, int last, const int* supernode_begin, 
   SPADE_CUDA_CHECK_LAUNCH();
 }
 
-std::size_t supernodal_shared_bytes(int K) {
+std::size_t supernodal_shared_bytes(int K, PanelPrecision precision) {
+  const bool fp32 = precision == PanelPrecision::fp32;
   std::size_t per_warp = 0;
   switch (K) {
-    case 1: per_warp = WarpSmem<1>::kBytes; break;
-    case 2: per_warp = WarpSmem<2>::kBytes; break;
-    case 4: per_warp = WarpSmem<4>::kBytes; break;
-    case 8: per_warp = WarpSmem<8>::kBytes; break;
+    case 1: per_warp = fp32 ? WarpSmem<1, float>::kBytes : WarpSmem<1, double>::kBytes; break;
+    case 2: per_warp = fp32 ? WarpSmem<2, float>::kBytes : WarpSmem<2, double>::kBytes; break;
+    case 4: per_warp = fp32 ? WarpSmem<4, float>::kBytes : WarpSmem<4, double>::kBytes; break;
+    case 8: per_warp = fp32 ? WarpSmem<8, float>::kBytes : WarpSmem<8, double>::kBytes; break;
     default: bad_width(K);
   }
   return per_warp * (kSupernodalThreads / 32);
 }
 
-int supernodal_blocks_per_sm(int K, bool forward) {
+int supernodal_blocks_per_sm(int K, bool forward, PanelPrecision precision) {
   switch (K) {
-    case 1: return blocks_for<1>(forward);
-    case 2: return blocks_for<2>(forward);
-    case 4: return blocks_for<4>(forward);
-    case 8: return blocks_for<8>(forward);
+    case 1: return blocks_for<1>(forward, precision);
+    case 2: return blocks_for<2>(forward, precision);
+    case 4: return blocks_for<4>(forward, precision);
+    case 8: return blocks_for<8>(forward, precision);
   }
   bad_width(K);
 }

@@ -361,11 +361,13 @@ GpuSolvePlan::GpuSolvePlan(SolveStructure structure, std::shared_ptr<const LuSym
   const SweepTerms terms = partition_terms(S, schedule_, 1, kSolveHandoffSeconds, gpu_bandwidth_estimate());
   bandwidth_bound_ = terms.bytes > terms.handoffs;
   const int sms = cuda_device_attribute(cudaDevAttrMultiProcessorCount);
-  for (int width = 1; width <= max_width_; width *= 2) {
-    const int blocks = std::min(kernels::supernodal_blocks_per_sm(width, true), kernels::supernodal_blocks_per_sm(width, false));
-    if (blocks < 1) throw ResourceError("GpuSolvePlan: the solve kernels do not fit on this GPU");
-    grid_[width_slot(width)] = blocks * sms;
-  }
+  for (int width = 1; width <= max_width_; width *= 2)
+    for (const kernels::PanelPrecision precision : {kernels::PanelPrecision::fp64, kernels::PanelPrecision::fp32}) {
+      const int blocks = std::min(kernels::supernodal_blocks_per_sm(width, true, precision),
+                                  kernels::supernodal_blocks_per_sm(width, false, precision));
+      if (blocks < 1) throw ResourceError("GpuSolvePlan: the solve kernels do not fit on this GPU");
+      grid_[precision == kernels::PanelPrecision::fp32][width_slot(width)] = blocks * sms;
+    }
   SPADE_CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
@@ -745,7 +747,7 @@ void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, i
     const int columns = static_cast<int>(std::min<index_t>(width, nrhs - col));
     kernels::SupernodalPass pass{B + static_cast<offset_t>(col) * ldb, ldb, X + static_cast<offset_t>(col) * ldx,
                                  ldx, columns, d.trace.size() > 0 ? d.trace.get() : nullptr};
-    const int grid = std::max(1, grid_[width_slot(width)] / lanes);
+    const int grid = std::max(1, grid_[single][width_slot(width)] / lanes);
     cudaEvent_t* e = d.events.data() + 3 * passes_;
     SPADE_CUDA_CHECK(cudaEventRecord(e[0], stream));
     if (lu_) {  // the pass reads its scaled right-hand sides (X may be B)
@@ -1087,10 +1089,11 @@ void load_gpu_libraries() {
                                   2 * k, work.get(), device_bytes, host.data(), host.size(), info.get()),
                  "cusolverDnXtrtri");
   kernels::load_supernodal_kernels();
-  for (int width = 1; width <= GpuSolvePlan::kMaxWidth; width *= 2) {
-    kernels::supernodal_blocks_per_sm(width, true);
-    kernels::supernodal_blocks_per_sm(width, false);
-  }
+  for (int width = 1; width <= GpuSolvePlan::kMaxWidth; width *= 2)
+    for (const kernels::PanelPrecision precision : {kernels::PanelPrecision::fp64, kernels::PanelPrecision::fp32}) {
+      kernels::supernodal_blocks_per_sm(width, true, precision);
+      kernels::supernodal_blocks_per_sm(width, false, precision);
+    }
   SPADE_CUDA_CHECK(cudaStreamSynchronize(h.stream));  // `identity` and `host` are read until here
 }
 

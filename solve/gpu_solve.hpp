@@ -214,7 +214,7 @@ class GpuSolvePlan {
   std::uint64_t single_generation_ = 0;  // the generation of the FP32 copy, 0 when there is none
   std::uint64_t single_refused_ = 0;     // the generation make_single_copy() last tried to copy
   bool bandwidth_bound_ = false;
-  int grid_[4] = {0, 0, 0, 0};
+  int grid_[2][4] = {};  // blocks of a pass, by [panels in FP32][width_slot]
   double forward_seconds_ = 0, backward_seconds_ = 0;
   int passes_ = 0;
 };
