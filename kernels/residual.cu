@@ -93,16 +93,28 @@ __global__ void __launch_bounds__(kResidualThreads) residual_kernel(CsrView A, c
   }
 }
 
+/// Resident blocks per multiprocessor of residual_kernel<G, C>, queried once (every refinement step
+/// launches it; the answer depends on the kernel and the architecture only, and a wrong one on a second,
+/// different GPU would change the grid's size, never the result).
+template <int G, int C>
+int blocks_per_sm() {
+  static const int blocks = [] {
+    int per_sm = 0;
+    SPADE_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, residual_kernel<G, C>, kResidualThreads, 0));
+    return std::max(per_sm, 1);
+  }();
+  return blocks;
+}
+
 /// The grid-stride loop gives every block the same share of rows, so the grid is what stays resident at
 /// once (blocks beyond it would run as a second, partial wave after the first), and no more blocks than
 /// the rows need.
 template <int G, int C>
 void launch_kernel(const CsrView& A, const double* B, const double* X, double* R, int nrhs,
                    unsigned long long* result, cudaStream_t stream) {
-  int per_sm = 0;
-  SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, residual_kernel<G, C>, kResidualThreads, 0));
   const long long resident =
-      static_cast<long long>(std::max(per_sm, 1)) * cuda_device_attribute(cudaDevAttrMultiProcessorCount);
+      static_cast<long long>(blocks_per_sm<G, C>()) * cuda_device_attribute(cudaDevAttrMultiProcessorCount);
   const long long needed = (static_cast<long long>(A.n) * G + kResidualThreads - 1) / kResidualThreads;
   const int grid = static_cast<int>(std::max(1LL, std::min(needed, resident)));
   residual_kernel<G, C><<<grid, kResidualThreads, 0, stream>>>(A, B, X, R, nrhs, result);
