@@ -931,6 +931,52 @@ TEST(Sptrsv, LevelBlockLanesFollowTheLongestRows) {
   EXPECT_EQ(seen.back(), 1);   // the diagonal
 }
 
+/// Levels as `segments` say: a positive entry w is one level of w rows (each reads the last row before it
+/// and up to `extra` random earlier rows), a negative entry -c a run of c single-row levels (each row reads
+/// the row before it and `extra` random earlier rows).
+SparseMatrix levels_and_runs(const std::vector<int>& segments, int extra, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::int64_t> rows, cols;
+  index_t next = 0;
+  for (const int seg : segments) {
+    const index_t first = next, count = std::abs(seg);
+    for (index_t i = first; i < first + count; ++i) {
+      rows.push_back(i), cols.push_back(i);
+      const index_t dep = seg > 0 ? first - 1 : i - 1;  // the row that sets the level
+      if (dep < 0) continue;
+      rows.push_back(i), cols.push_back(dep);
+      for (int e = 0; e < extra; ++e)
+        rows.push_back(i), cols.push_back(std::uniform_int_distribution<index_t>(0, dep)(rng));
+    }
+    next += count;
+  }
+  return SparseMatrix::from_triplets(next, next, rows, cols, std::vector<double>(rows.size(), 1.0));
+}
+
+// level_block on runs of single-row levels between wide levels (the shape of a Cholesky factor's dense
+// blocks beside its sparse part): a run at the start and at the end, runs of 2 and of 1, a run of rows
+// longer than a warp, a run longer than the solution ring (its rows read rows that left the ring), n = 1;
+// double and single precision, lower and upper, 1, 3 and 8 right-hand sides, 20 solves on a plan.
+TEST(Sptrsv, LevelBlockRunsOfSingleRowLevels) {
+  SPADE_REQUIRE_GPU();
+  const std::vector<SparseMatrix> patterns = {
+      levels_and_runs({-5, 400, -2, 300, -1, 200, 1, 250, -700, 33, -3}, 3, 21),
+      levels_and_runs({500, -300, 64, -40}, 60, 22),
+      levels_and_runs({-2, 200, -40000, 7}, 2, 23),
+      levels_and_runs({-1}, 0, 24)};
+  for (std::size_t pi = 0; pi < patterns.size(); ++pi) {
+    SCOPED_TRACE("pattern " + std::to_string(pi));
+    const Triangle t = make_triangle(patterns[pi], 60 + pi);
+    for (int nrhs : {1, 3, 8}) {
+      check_algorithm<double>(t, SptrsvAlgorithm::level_block,
+                              {SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit}, nrhs, nrhs == 1 ? 20 : 1);
+      check_algorithm<float>(t, SptrsvAlgorithm::level_block,
+                             {SparseFormat::csc, TriangleKind::upper, DiagonalKind::unit}, nrhs);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
 // A 7-point grid of about 1,200 rows per level (178 levels): auto's choice is one the rule allows, its
 // solves right for 1, 8, 9 and 16 right-hand sides.
 TEST(Sptrsv, AutoOnWideLevels) {
