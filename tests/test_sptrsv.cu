@@ -933,7 +933,7 @@ TEST(Sptrsv, LevelBlockLanesFollowTheLongestRows) {
 
 /// Levels as `segments` say: a positive entry w is one level of w rows (each reads the last row before it
 /// and up to `extra` random earlier rows), a negative entry -c a run of c single-row levels (each row reads
-/// the row before it and `extra` random earlier rows).
+/// the row before it and up to `extra` random earlier rows; repeated columns are summed).
 SparseMatrix levels_and_runs(const std::vector<int>& segments, int extra, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<std::int64_t> rows, cols;
@@ -968,8 +968,9 @@ TEST(Sptrsv, LevelBlockRunsOfSingleRowLevels) {
     SCOPED_TRACE("pattern " + std::to_string(pi));
     const Triangle t = make_triangle(patterns[pi], 60 + pi);
     for (int nrhs : {1, 3, 8}) {
+      const int repeats = nrhs == 1 ? 20 : 1;
       check_algorithm<double>(t, SptrsvAlgorithm::level_block,
-                              {SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit}, nrhs, nrhs == 1 ? 20 : 1);
+                              {SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit}, nrhs, repeats);
       check_algorithm<float>(t, SptrsvAlgorithm::level_block,
                              {SparseFormat::csc, TriangleKind::upper, DiagonalKind::unit}, nrhs);
       if (HasFatalFailure()) return;
