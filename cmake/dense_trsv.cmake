@@ -14,7 +14,7 @@ if(BUILD_TESTING)
 add_executable(test_dense_trsv tests/test_dense_trsv.cu)
 target_include_directories(test_dense_trsv PRIVATE ${PROJECT_SOURCE_DIR})
 target_compile_options(test_dense_trsv PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
-target_link_libraries(test_dense_trsv PRIVATE spade_dense_trsv GTest::gtest_main LAPACK::LAPACK BLAS::BLAS)
+target_link_libraries(test_dense_trsv PRIVATE spade_dense_trsv GTest::gtest_main spade::openblas)
 gtest_discover_tests(test_dense_trsv DISCOVERY_MODE PRE_TEST)
 endif()
 

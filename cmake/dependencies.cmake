@@ -3,9 +3,11 @@
 # (cmake/spadeConfig.cmake.in): keep the two lists in step.
 
 # ---- the libraries ----
-set(BLA_VENDOR OpenBLAS)
-find_package(BLAS REQUIRED)
-find_package(LAPACK REQUIRED)
+include(${CMAKE_CURRENT_LIST_DIR}/spadeOpenBLAS.cmake)  # spade::openblas: OpenBLAS's OpenMP build
+if(NOT SPADE_OPENBLAS_FOUND)
+  message(FATAL_ERROR "The OpenMP build of OpenBLAS (Debian: libopenblas-openmp-dev) was not found in an "
+                      "openblas-openmp folder; run scripts/install-deps.sh")
+endif()
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(ZLIB REQUIRED)
 if(SPADE_ENABLE_CUDA)

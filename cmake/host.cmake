@@ -1,6 +1,7 @@
 # The host pipeline: matrix types and I/O (core/), orderings, symbolic and numeric factorization, host solve.
 add_library(spade_host
   core/error.cpp
+  core/parallel_blas.cpp
   core/sparse_matrix.cpp
   factor/symbolic.cpp
   factor/cholesky.cpp
@@ -25,10 +26,18 @@ target_include_directories(spade_host PUBLIC
 target_compile_options(spade_host PRIVATE ${SPADE_WARNINGS})
 target_link_libraries(spade_host
   PUBLIC OpenMP::OpenMP_CXX
-  PRIVATE spade::metis spade::amd spade::colamd LAPACK::LAPACK BLAS::BLAS ZLIB::ZLIB)
+  PRIVATE spade::metis spade::amd spade::colamd spade::openblas ZLIB::ZLIB)
 set_target_properties(spade_host PROPERTIES EXPORT_NAME host)
 
 if(BUILD_TESTING)
+
+# spade's threading of dense BLAS work, and that no process-wide setting changes: the program exports its
+# symbols so that its goto_set_num_threads takes the place of OpenBLAS's (tests/test_parallel_blas.cpp).
+add_executable(test_parallel_blas tests/test_parallel_blas.cpp)
+target_link_libraries(test_parallel_blas PRIVATE spade_host spade::openblas GTest::gtest_main ${CMAKE_DL_LIBS})
+set_target_properties(test_parallel_blas PROPERTIES ENABLE_EXPORTS ON)
+target_compile_options(test_parallel_blas PRIVATE ${SPADE_WARNINGS})
+gtest_discover_tests(test_parallel_blas)
 
 add_executable(test_io tests/test_io.cpp)
 target_link_libraries(test_io PRIVATE spade_host GTest::gtest_main ZLIB::ZLIB)
@@ -60,7 +69,7 @@ endif()
 
 if(BUILD_TESTING)
 add_executable(test_cholesky tests/test_cholesky.cpp)
-target_link_libraries(test_cholesky PRIVATE spade_host spade_cholmod_reference Eigen3::Eigen LAPACK::LAPACK GTest::gtest_main)
+target_link_libraries(test_cholesky PRIVATE spade_host spade_cholmod_reference Eigen3::Eigen spade::openblas GTest::gtest_main)
 target_compile_definitions(test_cholesky PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
 target_compile_options(test_cholesky PRIVATE ${SPADE_WARNINGS})
 gtest_discover_tests(test_cholesky)
@@ -70,7 +79,7 @@ if(SPADE_BUILD_BENCHMARKS)
 
 add_executable(bench_cholesky drivers/bench_cholesky.cpp)
 target_link_libraries(bench_cholesky PRIVATE spade_host spade_cholmod_reference CLI11::CLI11 nlohmann_json::nlohmann_json
-                      BLAS::BLAS)
+                      spade::openblas)
 target_compile_definitions(bench_cholesky PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
 target_compile_options(bench_cholesky PRIVATE ${SPADE_WARNINGS})
 endif()
@@ -87,7 +96,7 @@ endif()
 
 if(BUILD_TESTING)
 add_executable(test_lu tests/test_lu.cpp)
-target_link_libraries(test_lu PRIVATE spade_host spade_lu_reference LAPACK::LAPACK GTest::gtest_main)
+target_link_libraries(test_lu PRIVATE spade_host spade_lu_reference spade::openblas GTest::gtest_main)
 target_compile_definitions(test_lu PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
 target_compile_options(test_lu PRIVATE ${SPADE_WARNINGS})
 gtest_discover_tests(test_lu)
@@ -96,7 +105,7 @@ endif()
 if(SPADE_BUILD_BENCHMARKS)
 add_executable(bench_lu drivers/bench_lu.cpp)
 target_link_libraries(bench_lu PRIVATE spade_host spade_lu_reference CLI11::CLI11 nlohmann_json::nlohmann_json
-                      BLAS::BLAS)
+                      spade::openblas)
 target_compile_definitions(bench_lu PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
 target_compile_options(bench_lu PRIVATE ${SPADE_WARNINGS})
 endif()

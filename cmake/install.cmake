@@ -12,7 +12,7 @@
 #   spade::solver      the Solver facade and the GPU solve phase (links spade::host)
 #   spade::dense_trsv  the GPU dense triangular solves of dense_trsv.hpp
 #   spade::sptrsv      the GPU sparse triangular-solve plans of sptrsv.hpp
-# The package config finds the libraries' own dependencies again (BLAS/LAPACK, OpenMP, zlib, METIS,
+# The package config finds the libraries' own dependencies again (OpenBLAS's OpenMP build, OpenMP, zlib, METIS,
 # SuiteSparse AMD, the CUDA toolkit's runtime, cuBLAS, cuSOLVER and cuSPARSE); the consumer needs no CUDA
 # compiler. Installed under CMAKE_INSTALL_{INCLUDEDIR,LIBDIR,BINDIR}; the package in
 # ${CMAKE_INSTALL_LIBDIR}/cmake/spade.
@@ -29,6 +29,8 @@ install(TARGETS spade_library spade_c spade_solver spade_host spade_dense_trsv s
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 if(SPADE_BUILD_CLI)
+  # The run path names the folder of OpenBLAS's OpenMP build, which is not the system's default libblas.
+  set_target_properties(spade PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
   install(TARGETS spade RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/spade DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
@@ -45,6 +47,7 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/spadeConfigVersion.cmake
                                   COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/spadeConfig.cmake ${PROJECT_BINARY_DIR}/spadeConfigVersion.cmake
               ${PROJECT_SOURCE_DIR}/cmake/spadeOrderingLibraries.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/spadeOpenBLAS.cmake
         DESTINATION ${SPADE_INSTALL_CMAKEDIR})
 
 # The install-tree test: install into a fresh folder, then configure, build and run the consumer project

@@ -11,7 +11,7 @@ target_compile_options(spade_solver PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${SPADE_WA
                        $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo -Xcompiler=-Wall,-Wextra>)
 target_link_libraries(spade_solver
   PUBLIC spade_host
-  PRIVATE CUDA::cudart CUDA::cublas CUDA::cusolver BLAS::BLAS)
+  PRIVATE CUDA::cudart CUDA::cublas CUDA::cusolver spade::openblas)
 set_target_properties(spade_solver PROPERTIES EXPORT_NAME solver)
 
 if(BUILD_TESTING)
@@ -26,7 +26,7 @@ gtest_discover_tests(test_schedule)
 # The facade on every placement; the GPU parts skip visibly without a GPU.
 add_executable(test_solver tests/test_solver.cpp)
 target_include_directories(test_solver PRIVATE ${CMAKE_SOURCE_DIR})
-target_link_libraries(test_solver PRIVATE spade_solver CUDA::cudart LAPACK::LAPACK GTest::gtest_main)
+target_link_libraries(test_solver PRIVATE spade_solver CUDA::cudart spade::openblas GTest::gtest_main)
 target_compile_definitions(test_solver PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
 target_compile_options(test_solver PRIVATE ${SPADE_WARNINGS})
 gtest_discover_tests(test_solver DISCOVERY_TIMEOUT 60)

@@ -12,8 +12,8 @@
 // Backward errors are componentwise (spade::backward_error) with the original A; b_i = 1 + sin(i).
 //
 // Threads: spade runs with its automatic count (LuFactorOptions::threads = 0) under OpenMP's maximum set to
-// --threads: at most --threads, fewer for a small factor; the table gives the count used. OpenBLAS runs
-// spade's solve and UMFPACK on --threads threads; KLU uses no BLAS and runs on one thread.
+// --threads: at most --threads, fewer for a small factor; the table gives the count used. spade's solve
+// runs on the factor's count; UMFPACK's OpenBLAS (the OpenMP build: the main thread's count) on --threads threads; KLU uses no BLAS and runs on one thread.
 //
 // A baseline that is too slow for the set is cut short, never run unbounded: after its analysis, KLU is
 // skipped when its own flop estimate exceeds --baseline-limit seconds at 1e9 flop/s (a threshold, not a
@@ -36,7 +36,6 @@
 #include <thread>
 #include <vector>
 
-#include "../core/blas.hpp"
 #include "bench_host.hpp"
 #include "bench_json.hpp"
 #include "bench_lu_problems.hpp"
@@ -77,10 +76,9 @@ struct SpadeRun : Run {
   bool refine_converged = false;
 };
 
-SpadeRun run_spade(const spade::SparseMatrix& A, const std::vector<double>& b, int threads, int reps) {
+SpadeRun run_spade(const spade::SparseMatrix& A, const std::vector<double>& b, int reps) {
   SpadeRun out;
   try {
-    spade::set_blas_threads(threads);
     spade::LuFactorOptions options;  // automatic threads, at most omp_get_max_threads() = --threads (main)
     const spade::index_t n = A.rows();
     std::vector<double> ta, tf, ts, x;
@@ -111,10 +109,9 @@ SpadeRun run_spade(const spade::SparseMatrix& A, const std::vector<double>& b, i
 }
 
 Run run_baseline(LuReference::Library library, const spade::SparseMatrix& A, const std::vector<double>& b,
-                 int threads, int reps, double limit) {
+                 int reps, double limit) {
   Run out;
   try {
-    spade::set_blas_threads(threads);
     LuReference solver(library, A);
     std::vector<double> ta, tf, ts, x;
     for (int r = 0; r < reps; ++r) {
@@ -182,7 +179,7 @@ int main(int argc, char** argv) {
   bool no_generated = false;
   std::string json_path;
   app.add_option("--threads", threads,
-                 "spade's threads (OpenMP over subtrees, OpenBLAS at the top) and UMFPACK's OpenBLAS threads; "
+                 "spade's threads (OpenMP over subtrees, then teams on the large supernodes) and UMFPACK's OpenBLAS threads; "
                  "KLU runs on one")
       ->check(CLI::PositiveNumber);
   app.add_option("--reps", reps, "runs of analysis, factorization and solve per solver (median)")
@@ -208,7 +205,8 @@ int main(int argc, char** argv) {
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   std::vector<std::string> notes;
   std::printf("Host: %s, %u hardware threads. spade: automatic threads, at most %d (OpenMP over subtrees, then "
-              "OpenBLAS at the top; the count used in its column); UMFPACK: %d OpenBLAS threads; KLU: 1 thread. "
+              "teams on the large supernodes; the count used in its column); UMFPACK: %d OpenBLAS threads; "
+              "KLU: 1 thread. "
               "Median of %d run(s) of analysis, factorization and one solve (1 right-hand side), wall clock; "
               "matrices from %s.\n\n",
               cpu_name().c_str(), std::thread::hardware_concurrency(), threads, threads, reps,
@@ -233,9 +231,9 @@ int main(int argc, char** argv) {
     std::vector<double> b(n);
     for (spade::index_t i = 0; i < n; ++i) b[i] = 1.0 + std::sin(static_cast<double>(i));
 
-    const SpadeRun s = run_spade(A, b, threads, reps);
-    const Run umfpack = run_baseline(LuReference::Library::umfpack, A, b, threads, reps, limit);
-    const Run klu = run_baseline(LuReference::Library::klu, A, b, threads, reps, limit);
+    const SpadeRun s = run_spade(A, b, reps);
+    const Run umfpack = run_baseline(LuReference::Library::umfpack, A, b, reps, limit);
+    const Run klu = run_baseline(LuReference::Library::klu, A, b, reps, limit);
     for (const auto& [solver, run] : {std::pair<const char*, const Run*>{"spade", &s}, {"UMFPACK", &umfpack},
                                       {"KLU", &klu}}) {
       char cut[160];

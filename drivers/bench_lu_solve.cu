@@ -236,7 +236,6 @@ Row run_problem(const std::string& name, double bandwidth, int threads, int reps
 
   std::vector<double> x_host = b;
   {
-    spade::BlasThreads blas(F.threads());
     std::vector<double> t;
     for (int r = 0; r < 4; ++r) {
       std::vector<double> x = b;

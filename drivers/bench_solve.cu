@@ -495,7 +495,6 @@ Row run_matrix(const std::string& name, double bandwidth, int threads, int reps,
   // Host solve.
   std::vector<double> x_host = b;
   {
-    spade::BlasThreads blas(solver.factor().threads());
     std::vector<double> t;
     for (int r = 0; r < 4; ++r) {
       std::vector<double> x = b;

@@ -179,8 +179,8 @@ void print_report(std::FILE* out, const Report& report) {
   if (report.matching) print_matching(out, *report.matching, report.input.rows);
   print_analysis(out, report);
   if (report.solve)
-    std::fprintf(out, "threads          %d OpenMP (subtrees of the factorization), %d OpenBLAS\n",
-                 report.solve->openmp_threads, report.solve->blas_threads);
+    std::fprintf(out, "threads          %d (factorization and host solve; each BLAS call on one)\n",
+                 report.solve->threads);
   if (report.solve) print_placement(out, *report.solve);
   std::fprintf(out, "phases           seconds    GFlop/s\n");
   for (const Phase& p : report.phases) {
@@ -237,7 +237,7 @@ nlohmann::ordered_json to_json(const Report& report) {
   }
   if (report.solve) {
     const SolveSummary& s = *report.solve;
-    j["threads"] = {{"openmp", s.openmp_threads}, {"blas", s.blas_threads}};
+    j["threads"] = s.threads;
     ordered_json placement = {{"requested", s.placement_requested}, {"gpu", s.gpu}, {"reason", s.placement_reason}};
     if (s.plan) {
       const GpuPlanReport& p = *s.plan;

@@ -64,8 +64,7 @@ struct Phase {
 
 /// The solve and the refinement.
 struct SolveSummary {
-  int openmp_threads = 0;  ///< threads of the numeric factorization (subtrees in parallel)
-  int blas_threads = 0;    ///< OpenBLAS threads (the large supernodes and the host solve)
+  int threads = 0;  ///< threads of the factorization and the host solve (spade's teams; BLAS at one thread a call)
   std::string factorization_requested;  ///< --factorization: "auto", "cholesky" or "lu"
   std::string factorization;           ///< the one used: "cholesky" or "lu"
   std::string factorization_reason;    ///< why, one line (spade::Report::factorization_reason)

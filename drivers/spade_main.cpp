@@ -387,8 +387,7 @@ void factor_and_solve(const spade::SparseMatrix& A, const Options& o, Progress& 
     s.factorization = spade::to_string(r.factorization);
     s.factorization_reason = r.factorization_reason;
     s.perturbed_pivots = r.perturbed_pivots;
-    s.openmp_threads = r.threads;
-    s.blas_threads = r.threads;
+    s.threads = r.threads;
     s.placement_requested = o.device;
     s.gpu = r.gpu;
     s.placement_reason = r.placement_reason;
@@ -519,7 +518,7 @@ void add_solve_options(CLI::App* command, Options& o) {
       ->check(CLI::Range(0, std::numeric_limits<int>::max()))
       ->capture_default_str();
   command->add_option("--out", o.out, "write the solution to this Matrix Market array file");
-  command->add_option("--threads", o.threads, "OpenMP and OpenBLAS threads (default: OMP_NUM_THREADS or all cores, fewer for a small factor)")
+  command->add_option("--threads", o.threads, "threads of the factorization and the host solve (default: OMP_NUM_THREADS or all cores, fewer for a small factor)")
       ->check(CLI::Range(1, 4096));
   command->add_option("--factorization", o.factorization,
                       "auto (Cholesky for symmetric input, the LU when it is not positive definite, saying so; the "

@@ -85,28 +85,19 @@ void NumericFactor::factor_all(const SparseMatrix& A) {
   check_input(S, A);
   detail::factor_over_tree(
       S, subtree_roots_, top_, threads_, work_size_,
-      [&](index_t s, std::vector<index_t>& relpos, std::vector<double>& work) { factor_supernode(s, A, relpos, work); },
+      [&](index_t s, int team, std::vector<index_t>& relpos, std::vector<double>& work) {
+        factor_supernode(s, team, A, relpos, work);
+      },
       [&](index_t first, index_t last) {
         if (progress_) progress_(*this, first, last);
       });
 }
 
-void NumericFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vector<index_t>& relpos,
-                                     std::vector<double>& work) {
+void NumericFactor::gather_updates(index_t s, const std::vector<index_t>& relpos, double* w) {
   const SymbolicFactor& S = *symbolic_;
   const index_t f = S.supernode_begin[s], l = S.supernode_begin[s + 1];
-  const int k = l - f, m = S.supernode_rows(s);
-  const index_t* rows = S.row_indices.data() + S.row_ptr[s];
+  const int m = S.supernode_rows(s);
   double* panel = values_.data() + S.panel_offset[s];
-  std::fill(panel, panel + static_cast<offset_t>(m) * k, 0.0);
-  for (int r = 0; r < m; ++r) relpos[rows[r]] = r;
-
-  // Assemble the columns of A (lower triangle of C = P A P^T).
-  for (index_t j = f; j < l; ++j)
-    for (offset_t p = S.c_ptr[j]; p < S.c_ptr[j + 1]; ++p)
-      panel[static_cast<offset_t>(j - f) * m + relpos[S.c_rows[p]]] = A.values()[S.c_source[p]];
-
-  // Updates from descendants: W = L_d(rows >= f) * L_d(rows in [f, l))^T, then panel -= W (scattered).
   const double one = 1.0, zero = 0.0;
   for (offset_t u = update_ptr_[s]; u < update_ptr_[s + 1]; ++u) {
     const index_t d = updates_[u].source;
@@ -128,7 +119,6 @@ void NumericFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vect
       }
       continue;
     }
-    double* w = work.data();
     dsyrk_("L", "N", &nk, &kd, &one, ld + p0, &md, &zero, w, &nm);
     if (nm > nk) {
       const int below = nm - nk;
@@ -140,6 +130,79 @@ void NumericFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vect
       for (int r = c; r < nm; ++r) target[relpos[drows[p0 + r]]] -= wc[r];
     }
   }
+}
+
+void NumericFactor::gather_updates_on_team(index_t s, int team, const std::vector<index_t>& relpos, double* work) {
+  const SymbolicFactor& S = *symbolic_;
+  const index_t f = S.supernode_begin[s], l = S.supernode_begin[s + 1];
+  const int k = l - f, m = S.supernode_rows(s);
+  double* panel = values_.data() + S.panel_offset[s];
+  // Owner computes: the team shares out blocks of the panel's rows, and a thread gathers into its rows every
+  // update that reaches them, so no two threads write one entry and the updates need no barrier between them.
+  // Row r of the panel receives min(r + 1, k) columns (the lower triangle).
+  const std::vector<int> blocks = detail::row_blocks(m, 4 * team, [k](int r) { return std::min(r + 1, k); });
+  const int count = static_cast<int>(blocks.size()) - 1;
+  const double one = 1.0, zero = 0.0;
+  parallel_region(team, [&](int me, int) {
+    double* w = work + static_cast<offset_t>(me) * detail::kUpdateChunk * k;
+#pragma omp for schedule(dynamic, 1)
+    for (int b = 0; b < count; ++b) {
+      for (offset_t u = update_ptr_[s]; u < update_ptr_[s + 1]; ++u) {
+        const index_t d = updates_[u].source;
+        const int p0 = updates_[u].first_row, md = S.supernode_rows(d), kd = S.supernode_cols(d);
+        const index_t* drows = S.row_indices.data() + S.row_ptr[d];
+        const double* ld = values_.data() + S.panel_offset[d];
+        const auto [first, last] = detail::positions_in(drows, p0, md, relpos.data(), blocks[b], blocks[b + 1]);
+        if (first == last) continue;
+        const int p1 = static_cast<int>(std::lower_bound(drows + p0, drows + md, l) - drows);
+        for (int r0 = first; r0 < last; r0 += detail::kUpdateChunk) {
+          // Rows r0 .. r1-1 of d reach the columns of s at d's positions p0 .. min(p1, r1)-1 on or left of the
+          // diagonal: the column at position c lies on or left of the row at position r exactly when c <= r.
+          const int r1 = std::min(last, r0 + detail::kUpdateChunk), rows = r1 - r0, cols = std::min(p1, r1) - p0;
+          if (static_cast<offset_t>(kd) * cols * rows <= kSmallUpdate) {
+            for (int c = 0; c < cols; ++c) {
+              double* target = panel + static_cast<offset_t>(drows[p0 + c] - f) * m;
+              for (int r = std::max(r0, p0 + c); r < r1; ++r) {
+                double sum = 0;
+                for (int t = 0; t < kd; ++t)
+                  sum += ld[r + static_cast<offset_t>(t) * md] * ld[p0 + c + static_cast<offset_t>(t) * md];
+                target[relpos[drows[r]]] -= sum;
+              }
+            }
+            continue;
+          }
+          dgemm_("N", "T", &rows, &cols, &kd, &one, ld + r0, &md, ld + p0, &md, &zero, w, &rows);
+          for (int c = 0; c < cols; ++c) {
+            double* target = panel + static_cast<offset_t>(drows[p0 + c] - f) * m;
+            const double* wc = w + static_cast<offset_t>(c) * rows;
+            for (int r = std::max(r0, p0 + c); r < r1; ++r) target[relpos[drows[r]]] -= wc[r - r0];
+          }
+        }
+      }
+    }
+  });
+}
+
+void NumericFactor::factor_supernode(index_t s, int team, const SparseMatrix& A, std::vector<index_t>& relpos,
+                                     std::vector<double>& work) {
+  const SymbolicFactor& S = *symbolic_;
+  const index_t f = S.supernode_begin[s], l = S.supernode_begin[s + 1];
+  const int k = l - f, m = S.supernode_rows(s);
+  const index_t* rows = S.row_indices.data() + S.row_ptr[s];
+  double* panel = values_.data() + S.panel_offset[s];
+  std::fill(panel, panel + static_cast<offset_t>(m) * k, 0.0);
+  for (int r = 0; r < m; ++r) relpos[rows[r]] = r;
+
+  // Assemble the columns of A (lower triangle of C = P A P^T).
+  for (index_t j = f; j < l; ++j)
+    for (offset_t p = S.c_ptr[j]; p < S.c_ptr[j + 1]; ++p)
+      panel[static_cast<offset_t>(j - f) * m + relpos[S.c_rows[p]]] = A.values()[S.c_source[p]];
+
+  // Updates from descendants: W = L_d(rows >= f) * L_d(rows in [f, l))^T, then panel -= W (scattered).
+  if (team > 1)
+    gather_updates_on_team(s, team, relpos, work.data());
+  else
+    gather_updates(s, relpos, work.data());
 
   auto not_positive_definite = [&](index_t j) {
     return NumericalError(NumericalError::Kind::not_positive_definite, S.perm[j],
@@ -161,13 +224,8 @@ void NumericFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vect
       for (int r = c + 1; r < m; ++r) lc[r] /= pivot;
     }
   } else {
-    int info = 0;
-    dpotrf_("L", &k, panel, &m, &info);
+    const int info = parallel_cholesky_panel(m, k, panel, m, team);  // potrf, then trsm below
     if (info > 0) throw not_positive_definite(f + info - 1);
-    if (m > k) {
-      const int below = m - k;
-      dtrsm_("R", "L", "T", "N", &below, &k, &one, panel, &m, panel + k, &m);
-    }
   }
   // A pivot that lost all digits to cancellation: L_jj^2 <= eps * a_jj (a_jj is the first entry of column j
   // of C's lower triangle, when stored; a missing diagonal already failed as not positive definite).

@@ -18,7 +18,7 @@
 #include <numeric>
 #include <string>
 
-#include "../core/blas.hpp"
+#include "../core/parallel_blas.hpp"
 #include "../core/messages.hpp"
 #include "spade/error.hpp"
 #include "spade/matching.hpp"
@@ -85,20 +85,23 @@ void check_input(const LuSymbolic& S, const SparseMatrix& A) {
 // LU with row pivoting of the k x k block a (leading dimension lda), in place as LAPACK's getrf leaves it;
 // ipiv[c] = the row (0-based in the block) interchanged with row c. A pivot of magnitude below tau becomes
 // tau with its sign (+tau for 0); delta[c] receives what was added to pivot c (nonzero exactly where one was
-// replaced). Blocked: panels of kPanel columns are factored by rank-1 updates, then the block row right of
-// the panel by trsm and the trailing block by gemm.
-void factor_diagonal_block(double* a, int k, int lda, index_t* ipiv, double tau, double* delta) {
+// replaced). Blocked, right-looking: a panel of kPanel columns is factored by rank-1 updates on one thread, its
+// interchanges are then applied to the columns left and right of it, and each strip of columns right of it gets
+// the block row (trsm) and the trailing block (gemm); the strips are shared out over at most `threads` threads
+// (core/parallel_blas.hpp).
+void factor_diagonal_block(double* a, int k, int lda, index_t* ipiv, double tau, double* delta, int threads) {
   const double one = 1.0, minus_one = -1.0;
-  for (int j0 = 0; j0 < k; j0 += kPanel) {
-    const int nb = std::min(kPanel, k - j0);
+  auto column = [&](int c) { return a + static_cast<offset_t>(c) * lda; };
+  // Columns j0 .. j0+nb-1 by rank-1 updates, their interchanges applied inside the panel only.
+  auto factor_panel = [&](int j0, int nb) {
     for (int c = j0; c < j0 + nb; ++c) {
-      double* ac = a + static_cast<offset_t>(c) * lda;
+      double* ac = column(c);
       int p = c;
       for (int r = c + 1; r < k; ++r)
         if (std::abs(ac[r]) > std::abs(ac[p])) p = r;
       ipiv[c] = p;
       if (p != c)
-        for (int t = 0; t < k; ++t) std::swap(a[c + static_cast<offset_t>(t) * lda], a[p + static_cast<offset_t>(t) * lda]);
+        for (int t = j0; t < j0 + nb; ++t) std::swap(column(t)[c], column(t)[p]);
       delta[c] = 0;
       if (!(std::abs(ac[c]) >= tau)) {
         const double replaced = std::signbit(ac[c]) ? -tau : tau;
@@ -108,20 +111,53 @@ void factor_diagonal_block(double* a, int k, int lda, index_t* ipiv, double tau,
       const double inv = 1.0 / ac[c];
       for (int r = c + 1; r < k; ++r) ac[r] *= inv;
       for (int t = c + 1; t < j0 + nb; ++t) {  // the rest of the panel only
-        double* at = a + static_cast<offset_t>(t) * lda;
+        double* at = column(t);
         const double u = at[c];
         if (u != 0)
           for (int r = c + 1; r < k; ++r) at[r] -= ac[r] * u;
       }
     }
-    const int right = k - j0 - nb;
-    if (right == 0) continue;
-    double* a12 = a + j0 + static_cast<offset_t>(j0 + nb) * lda;
-    dtrsm_("L", "L", "N", "U", &nb, &right, &one, a + j0 + static_cast<offset_t>(j0) * lda, &lda, a12, &lda);
+  };
+  // Columns c0 .. c0+cols-1 left of the panel get its interchanges; right of it, also U12 = L11^{-1} A12 and
+  // A22 -= L21 U12.
+  auto update_columns = [&](int j0, int nb, int c0, int cols) {
+    for (int t = c0; t < c0 + cols; ++t) {
+      double* at = column(t);
+      for (int c = j0; c < j0 + nb; ++c)
+        if (ipiv[c] != c) std::swap(at[c], at[ipiv[c]]);
+    }
+    if (c0 < j0) return;
     const int below = k - j0 - nb;
-    dgemm_("N", "N", &below, &right, &nb, &minus_one, a + j0 + nb + static_cast<offset_t>(j0) * lda, &lda, a12, &lda,
-           &one, a12 + nb, &lda);
+    double* a12 = column(c0) + j0;
+    dtrsm_("L", "L", "N", "U", &nb, &cols, &one, column(j0) + j0, &lda, a12, &lda);
+    if (below > 0)
+      dgemm_("N", "N", &below, &cols, &nb, &minus_one, column(j0) + j0 + nb, &lda, a12, &lda, &one, a12 + nb, &lda);
+  };
+  const int team = threads_for(static_cast<double>(k) * k * k / 3, kMultiplyAddsPerThread, threads);
+  if (team == 1) {
+    for (int j0 = 0; j0 < k; j0 += kPanel) {
+      const int nb = std::min(kPanel, k - j0), right = k - j0 - nb;
+      factor_panel(j0, nb);
+      if (j0 > 0) update_columns(j0, nb, 0, j0);
+      if (right > 0) update_columns(j0, nb, j0 + nb, right);
+    }
+    return;
   }
+  parallel_region(team, [&](int, int size) {
+    for (int j0 = 0; j0 < k; j0 += kPanel) {
+      const int nb = std::min(kPanel, k - j0), left = j0, right = k - j0 - nb;
+#pragma omp single
+      factor_panel(j0, nb);
+      // Strips of the columns left and right of the panel, about four per thread.
+      const int width = std::max(kPanel, (left + right) / (4 * size) + 1);
+      const int left_strips = (left + width - 1) / width, strips = left_strips + (right + width - 1) / width;
+#pragma omp for schedule(dynamic, 1)
+      for (int i = 0; i < strips; ++i) {
+        const int c0 = i < left_strips ? i * width : j0 + nb + (i - left_strips) * width;
+        update_columns(j0, nb, c0, std::min(width, (i < left_strips ? left : k) - c0));
+      }
+    }
+  });
 }
 
 }  // namespace
@@ -279,7 +315,9 @@ void LuFactor::factor_all(const SparseMatrix& A) {
   if (!(pivot_threshold_ > 0)) pivot_threshold_ = std::numeric_limits<double>::min();  // A = 0 on its pattern
   detail::factor_over_tree(
       structure(), subtree_roots_, top_, threads_, work_size_,
-      [&](index_t s, std::vector<index_t>& relpos, std::vector<double>& work) { factor_supernode(s, A, relpos, work); },
+      [&](index_t s, int team, std::vector<index_t>& relpos, std::vector<double>& work) {
+        factor_supernode(s, team, A, relpos, work);
+      },
       [&](index_t first, index_t last) {
         if (progress_) progress_(*this, first, last);
       });
@@ -297,35 +335,12 @@ void LuFactor::factor_all(const SparseMatrix& A) {
   }
 }
 
-void LuFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vector<index_t>& relpos,
-                                std::vector<double>& work) {
-  const LuSymbolic& L = *symbolic_;
+void LuFactor::gather_updates(index_t s, const std::vector<index_t>& relpos, double* w) {
   const SymbolicFactor& S = structure();
   const index_t f = S.supernode_begin[s], l = S.supernode_begin[s + 1];
   const int k = l - f, m = S.supernode_rows(s), below = m - k;
-  const index_t* rows = S.row_indices.data() + S.row_ptr[s];
   double* lp = l_values_.data() + S.panel_offset[s];
   double* up = u_values_.data() + u_offset_[s];
-  std::fill(lp, lp + static_cast<offset_t>(m) * k, 0.0);
-  std::fill(up, up + static_cast<offset_t>(below) * k, 0.0);
-  for (int r = 0; r < m; ++r) relpos[rows[r]] = r;
-
-  // Assemble C's columns f..l-1 (on and below the diagonal) and rows f..l-1 (right of the diagonal).
-  for (index_t j = f; j < l; ++j) {
-    for (offset_t p = L.lower_ptr[j]; p < L.lower_ptr[j + 1]; ++p)
-      lp[static_cast<offset_t>(j - f) * m + relpos[L.lower_index[p]]] = A.values()[L.lower_source[p]] * L.lower_scale[p];
-    for (offset_t p = L.upper_ptr[j]; p < L.upper_ptr[j + 1]; ++p) {
-      const index_t col = L.upper_index[p];
-      const double v = A.values()[L.upper_source[p]] * L.upper_scale[p];
-      if (col < l)
-        lp[static_cast<offset_t>(col - f) * m + (j - f)] = v;
-      else
-        up[static_cast<offset_t>(j - f) * below + relpos[col] - k] = v;
-    }
-  }
-
-  // Updates from descendants d, whose rows p0..p1-1 lie in s: the columns of s get
-  // L_d(p0:md) U_d(p0:p1)^T, the rows of s right of it get (U_d(p1:md) L_d(p0:p1)^T)^T in U^T form.
   const double one = 1.0, zero = 0.0;
   for (offset_t u = update_ptr_[s]; u < update_ptr_[s + 1]; ++u) {
     const index_t d = updates_[u].source;
@@ -355,7 +370,6 @@ void LuFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vector<in
       }
       continue;
     }
-    double* w = work.data();
     dgemm_("N", "T", &nm, &nk, &kd, &one, ld + p0, &md, ud + (p0 - kd), &bd, &zero, w, &nm);
     for (int c = 0; c < nk; ++c) {
       double* target = lp + static_cast<offset_t>(drows[p0 + c] - f) * m;
@@ -371,11 +385,110 @@ void LuFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vector<in
       }
     }
   }
+}
+
+void LuFactor::gather_updates_on_team(index_t s, int team, const std::vector<index_t>& relpos, double* work) {
+  const SymbolicFactor& S = structure();
+  const index_t f = S.supernode_begin[s], l = S.supernode_begin[s + 1];
+  const int k = l - f, m = S.supernode_rows(s), below = m - k;
+  double* lp = l_values_.data() + S.panel_offset[s];
+  double* up = u_values_.data() + u_offset_[s];
+  // Owner computes, as the Cholesky's: the team shares out blocks of the m + below target rows (the L panel's
+  // m rows, then the U^T panel's below rows, each receiving k columns), and a thread gathers into its rows every
+  // update that reaches them.
+  const std::vector<int> blocks = detail::row_blocks(m + below, 4 * team, [](int) { return 1; });
+  const int count = static_cast<int>(blocks.size()) - 1;
+  const double one = 1.0, zero = 0.0;
+  parallel_region(team, [&](int me, int) {
+    double* w = work + static_cast<offset_t>(me) * detail::kUpdateChunk * k;
+#pragma omp for schedule(dynamic, 1)
+    for (int b = 0; b < count; ++b) {
+      for (offset_t u = update_ptr_[s]; u < update_ptr_[s + 1]; ++u) {
+        const index_t d = updates_[u].source;
+        const int p0 = updates_[u].first_row, md = S.supernode_rows(d), kd = S.supernode_cols(d), bd = md - kd;
+        const index_t* drows = S.row_indices.data() + S.row_ptr[d];
+        const double* ld = l_values_.data() + S.panel_offset[d];
+        const double* ud = u_values_.data() + u_offset_[d];
+        const int p1 = static_cast<int>(std::lower_bound(drows + p0, drows + md, l) - drows), nk = p1 - p0;
+        // Target rows blocks[b] .. blocks[b+1]-1 of the m + below: L's row R is row R < m, U^T's row R (of
+        // relpos k + R) is row m + R. d's rows p0..md-1 reach L's rows, its rows p1..md-1 U^T's.
+        for (int part = 0; part < 2; ++part) {
+          const bool lower = part == 0;
+          const int lo = lower ? std::min(blocks[b], m) : std::max(blocks[b], m) - m + k;
+          const int hi = lower ? std::min(blocks[b + 1], m) : std::max(blocks[b + 1], m) - m + k;
+          if (lo >= hi) continue;
+          const auto [first, last] = detail::positions_in(drows, lower ? p0 : p1, md, relpos.data(), lo, hi);
+          for (int r0 = first; r0 < last; r0 += detail::kUpdateChunk) {
+            const int r1 = std::min(last, r0 + detail::kUpdateChunk), rows = r1 - r0;
+            // L: L_d(r0:r1) U_d(p0:p1)^T into lp; U^T: U_d(r0:r1) L_d(p0:p1)^T into up.
+            const double* x = lower ? ld + r0 : ud + (r0 - kd);
+            const double* y = lower ? ud + (p0 - kd) : ld + p0;
+            const int ldx = lower ? md : bd, ldy = lower ? bd : md;
+            double* panel = lower ? lp : up;
+            const int ldp = lower ? m : below, shift = lower ? 0 : k;
+            if (static_cast<offset_t>(kd) * nk * rows <= kSmallUpdate) {
+              for (int c = 0; c < nk; ++c) {
+                double* target = panel + static_cast<offset_t>(drows[p0 + c] - f) * ldp;
+                for (int r = r0; r < r1; ++r) {
+                  double sum = 0;
+                  for (int t = 0; t < kd; ++t)
+                    sum += x[r - r0 + static_cast<offset_t>(t) * ldx] * y[c + static_cast<offset_t>(t) * ldy];
+                  target[relpos[drows[r]] - shift] -= sum;
+                }
+              }
+              continue;
+            }
+            dgemm_("N", "T", &rows, &nk, &kd, &one, x, &ldx, y, &ldy, &zero, w, &rows);
+            for (int c = 0; c < nk; ++c) {
+              double* target = panel + static_cast<offset_t>(drows[p0 + c] - f) * ldp;
+              const double* wc = w + static_cast<offset_t>(c) * rows;
+              for (int r = r0; r < r1; ++r) target[relpos[drows[r]] - shift] -= wc[r - r0];
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+void LuFactor::factor_supernode(index_t s, int team, const SparseMatrix& A, std::vector<index_t>& relpos,
+                                std::vector<double>& work) {
+  const LuSymbolic& L = *symbolic_;
+  const SymbolicFactor& S = structure();
+  const index_t f = S.supernode_begin[s], l = S.supernode_begin[s + 1];
+  const int k = l - f, m = S.supernode_rows(s), below = m - k;
+  const index_t* rows = S.row_indices.data() + S.row_ptr[s];
+  double* lp = l_values_.data() + S.panel_offset[s];
+  double* up = u_values_.data() + u_offset_[s];
+  std::fill(lp, lp + static_cast<offset_t>(m) * k, 0.0);
+  std::fill(up, up + static_cast<offset_t>(below) * k, 0.0);
+  for (int r = 0; r < m; ++r) relpos[rows[r]] = r;
+
+  // Assemble C's columns f..l-1 (on and below the diagonal) and rows f..l-1 (right of the diagonal).
+  for (index_t j = f; j < l; ++j) {
+    for (offset_t p = L.lower_ptr[j]; p < L.lower_ptr[j + 1]; ++p)
+      lp[static_cast<offset_t>(j - f) * m + relpos[L.lower_index[p]]] = A.values()[L.lower_source[p]] * L.lower_scale[p];
+    for (offset_t p = L.upper_ptr[j]; p < L.upper_ptr[j + 1]; ++p) {
+      const index_t col = L.upper_index[p];
+      const double v = A.values()[L.upper_source[p]] * L.upper_scale[p];
+      if (col < l)
+        lp[static_cast<offset_t>(col - f) * m + (j - f)] = v;
+      else
+        up[static_cast<offset_t>(j - f) * below + relpos[col] - k] = v;
+    }
+  }
+
+  // Updates from descendants d, whose rows p0..p1-1 lie in s: the columns of s get
+  // L_d(p0:md) U_d(p0:p1)^T, the rows of s right of it get (U_d(p1:md) L_d(p0:p1)^T)^T in U^T form.
+  if (team > 1)
+    gather_updates_on_team(s, team, relpos, work.data());
+  else
+    gather_updates(s, relpos, work.data());
 
   // The diagonal block with row pivoting inside it, then L21 = A21 U11^{-1} and U12 = L11^{-1} P A12 (as
   // U12^T = (P A12)^T L11^{-T}).
   index_t* piv = pivots_.data() + f;
-  factor_diagonal_block(lp, k, m, piv, pivot_threshold_, pivot_delta_.data() + f);
+  factor_diagonal_block(lp, k, m, piv, pivot_threshold_, pivot_delta_.data() + f, team);
   for (int c = 0; c < k; ++c) {
     if (!std::isfinite(lp[c + static_cast<offset_t>(c) * m])) {
       const index_t j = L.structure->perm[f + c];
@@ -389,8 +502,8 @@ void LuFactor::factor_supernode(index_t s, const SparseMatrix& A, std::vector<in
     piv[c] += f;
   }
   if (below > 0) {
-    dtrsm_("R", "U", "N", "N", &below, &k, &one, lp, &m, lp + k, &m);
-    dtrsm_("R", "L", "T", "U", &below, &k, &one, lp, &m, up, &below);
+    parallel_trsm('R', 'U', 'N', 'N', below, k, 1.0, lp, m, lp + k, m, team);
+    parallel_trsm('R', 'L', 'T', 'U', below, k, 1.0, lp, m, up, below, team);
   }
 }
 

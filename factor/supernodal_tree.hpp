@@ -9,9 +9,10 @@
 #include <limits>
 #include <mutex>
 #include <queue>
+#include <utility>
 #include <vector>
 
-#include "../core/blas.hpp"
+#include "../core/parallel_blas.hpp"
 #include "spade/symbolic.hpp"
 
 namespace spade::detail {
@@ -96,14 +97,14 @@ inline void plan_subtrees(const SymbolicFactor& S, int threads, std::vector<inde
   std::sort(top.begin(), top.end());  // children before parents
 }
 
-// Work (about k m^2 multiply-adds for a supernode of k columns and m rows) that keeps one BLAS thread busy.
-constexpr double kFlopsPerBlasThread = 4e6;
+// Work (about k m^2 multiply-adds for a supernode of k columns and m rows) that keeps one thread busy.
+constexpr double kFlopsPerBlasThread = kMultiplyAddsPerThread;
 
 /// The threads of a factorization of S: `requested` when positive; for 0 (automatic) omp_get_max_threads(),
 /// but no more than one per kFlopsPerBlasThread of S's work (the sum of k m^2, as plan_subtrees counts it),
-/// the grain below which a thread costs more (the parallel region, the subtrees' hand-out, OpenBLAS's
-/// waking workers) than its share saves (the measurements: docs/BENCHMARKS.md, the LU on the 16-core
-/// host). Either is clamped to omp_get_num_procs().
+/// the grain below which a thread costs more (the parallel region, the subtrees' hand-out) than its share
+/// saves (the measurements: docs/BENCHMARKS.md, the LU on the 16-core host). Either is clamped to
+/// omp_get_num_procs().
 inline int factorization_threads(const SymbolicFactor& S, int requested) {
   int threads = requested > 0 ? requested : omp_get_max_threads();
   if (requested <= 0) {
@@ -117,12 +118,45 @@ inline int factorization_threads(const SymbolicFactor& S, int requested) {
   return std::max(1, std::min(threads, omp_get_num_procs()));
 }
 
+// Rows of a target panel that one thread of a team gathers with one gemm in the owner-computes update of a
+// supernode at the top of the tree: its workspace is kUpdateChunk x (the supernode's columns).
+constexpr int kUpdateChunk = 128;
+
+/// Boundaries b[0] = 0 < ... < b.back() = rows of at most `blocks` consecutive row blocks of [0, rows), each of
+/// about the same total weight(r) (a row's share of the work).
+template <class Weight>
+std::vector<int> row_blocks(int rows, int blocks, Weight weight) {
+  double total = 0;
+  for (int r = 0; r < rows; ++r) total += weight(r);
+  std::vector<int> bounds{0};
+  double sum = 0;
+  for (int r = 0; r < rows; ++r) {
+    sum += weight(r);
+    if (r + 1 < rows && sum >= total * static_cast<double>(bounds.size()) / blocks) bounds.push_back(r + 1);
+  }
+  if (rows > 0) bounds.push_back(rows);
+  return bounds;
+}
+
+/// The positions [first, last) among rows[begin .. end-1] (a supernode's sorted row list) whose places in the
+/// target panel, relpos[rows[p]] (increasing with p), lie in [lo, hi).
+inline std::pair<int, int> positions_in(const index_t* rows, int begin, int end, const index_t* relpos, int lo,
+                                        int hi) {
+  auto at = [&](int bound) {
+    return static_cast<int>(std::partition_point(rows + begin, rows + end, [&](index_t r) { return relpos[r] < bound; }) -
+                            rows);
+  };
+  return {at(lo), at(hi)};
+}
+
 /// Factors every supernode of S once, children before parents: the subtrees (plan_subtrees) on `threads` OpenMP
-/// threads with one BLAS thread each, then its top supernodes one after another with threaded BLAS (no more
-/// threads than a supernode's work keeps busy: OpenBLAS splits even small products across every thread it is
-/// given). factor(s, relpos, work) factors supernode s with a relpos workspace of n entries and a work
-/// workspace of work_size entries (per thread); done(first, last) reports a finished contiguous range.
-/// The first error of the lowest-numbered supernode is rethrown, so the report does not depend on the threads.
+/// threads, one supernode on one thread, then its top supernodes one after another, each on a team of no more
+/// threads than its work keeps busy (kFlopsPerBlasThread). Every BLAS call runs at one thread
+/// (core/parallel_blas.hpp): no BLAS or OpenMP setting of the process changes. factor(s, team, relpos, work)
+/// factors supernode s on `team` threads with a relpos workspace of n entries and a work workspace of at least
+/// work_size entries, and of team x kUpdateChunk x (s's columns) where team > 1; done(first, last) reports a
+/// finished contiguous range. The first error of the lowest-numbered supernode is rethrown, so the report does
+/// not depend on the threads.
 template <class Factor, class Done>
 void factor_over_tree(const SymbolicFactor& S, const std::vector<index_t>& subtree_roots,
                       const std::vector<index_t>& top, int threads, std::size_t work_size,
@@ -144,11 +178,12 @@ void factor_over_tree(const SymbolicFactor& S, const std::vector<index_t>& subtr
       error = std::current_exception();
     }
   };
+  SerialBlasScope serial_blas;
   if (!subtree_roots.empty()) {
-    BlasThreads blas(1);
     const index_t count = static_cast<index_t>(subtree_roots.size());
 #pragma omp parallel num_threads(threads)
     {
+      omp_set_num_threads(1);  // this thread's BLAS calls at one thread, also in an inactive (nested) team
       // Allocated inside the try below: no exception may leave an OpenMP region.
       std::vector<index_t> relpos;
       std::vector<double> work;
@@ -163,7 +198,7 @@ void factor_over_tree(const SymbolicFactor& S, const std::vector<index_t>& subtr
             work.resize(work_size);
             workspace = true;
           }
-          for (; s <= root; ++s) factor(s, relpos, work);
+          for (; s <= root; ++s) factor(s, 1, relpos, work);
           done(first_descendant[root], root);
         } catch (...) {
           record(s);
@@ -172,13 +207,18 @@ void factor_over_tree(const SymbolicFactor& S, const std::vector<index_t>& subtr
     }
   }
   if (!error) {
-    BlasThreads blas(threads);
-    std::vector<index_t> relpos(S.n);
-    std::vector<double> work(work_size);
-    for (index_t s : top) {
+    auto team_of = [&](index_t s) {
       const double k = S.supernode_cols(s), m = S.supernode_rows(s);
-      blas.set(static_cast<int>(std::clamp(k * m * m / kFlopsPerBlasThread, 1.0, double(threads))));
-      factor(s, relpos, work);
+      return threads_for(k * m * m, kFlopsPerBlasThread, threads);
+    };
+    std::size_t top_work = work_size;
+    for (index_t s : top)
+      if (team_of(s) > 1)
+        top_work = std::max(top_work, static_cast<std::size_t>(team_of(s)) * kUpdateChunk * S.supernode_cols(s));
+    std::vector<index_t> relpos(S.n);
+    std::vector<double> work(top_work);
+    for (index_t s : top) {
+      factor(s, team_of(s), relpos, work);
       done(s, s);
     }
   }

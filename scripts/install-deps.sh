@@ -2,7 +2,7 @@
 # Installs what spade needs to build and test, from Debian packages. Safe to re-run: does nothing when
 # everything is already there. nvcc (CUDA 13) is expected in /usr/local/cuda, as on every machine here.
 set -euo pipefail
-packages=(build-essential cmake ninja-build pkg-config zlib1g-dev libopenblas-dev libmetis-dev
+packages=(build-essential cmake ninja-build pkg-config zlib1g-dev libopenblas-openmp-dev libmetis-dev
           libsuitesparse-dev libgtest-dev libeigen3-dev libcli11-dev nlohmann-json3-dev
           python3-dev python3-pybind11 python3-numpy python3-scipy python3-pytest python3-matplotlib
           clang libclang-rt-14-dev libomp-14-dev)  # the sanitizer and fuzzing build (scripts/sanitize.sh)

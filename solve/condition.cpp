@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../core/out_of_memory.hpp"
+#include "../core/parallel_blas.hpp"
 #include "spade/error.hpp"
 #include "spade/solve.hpp"
 
@@ -36,7 +37,10 @@ double condition_estimate(const SparseMatrix& A, const SolveFunction& solve, con
     int kase = 0, isave[3] = {0, 0, 0};
     double inverse_norm = 0;
     do {
-      dlacn2_(&n, v.data(), x.data(), isgn.data(), &inverse_norm, &kase, isave);
+      {
+        SerialBlasScope serial_blas;  // dlacn2's level-1 BLAS (the solves below set their own threads)
+        dlacn2_(&n, v.data(), x.data(), isgn.data(), &inverse_norm, &kase, isave);
+      }
       if (kase == 1) solve(x.data(), 1, n);
       if (kase == 2) solve_transposed(x.data(), 1, n);
     } while (kase != 0);

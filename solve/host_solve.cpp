@@ -1,12 +1,13 @@
 // Host supernodal triangular solves. Per supernode: the diagonal block with trsv/trsm (or a scalar loop
 // for narrow supernodes, where a BLAS call costs more than the arithmetic), the block below with
-// gemv/gemm, gathered from or scattered to the rows of the supernode's structure.
+// gemv/gemm, gathered from or scattered to the rows of the supernode's structure. A large supernode's BLAS work
+// is split over up to the factor's threads (core/parallel_blas.hpp).
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "../core/blas.hpp"
+#include "../core/parallel_blas.hpp"
 #include "../core/out_of_memory.hpp"
 #include "../core/messages.hpp"
 #include "spade/error.hpp"
@@ -38,8 +39,8 @@ void forward_sweep(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy)
   check_shape(F, nrhs, ldy, "forward_solve");
   const SymbolicFactor& S = F.symbolic();
   std::vector<double> t(max_below(S) * static_cast<std::size_t>(nrhs));
-  const double one = 1.0, zero = 0.0;
-  const int inc = 1, nr = nrhs, ld = ldy;
+  const int nr = nrhs, ld = ldy, threads = F.threads();
+  SerialBlasScope serial_blas;
   for (index_t s = 0; s < S.num_supernodes; ++s) {
     const index_t f = S.supernode_begin[s];
     const int k = S.supernode_cols(s), m = S.supernode_rows(s), below = m - k;
@@ -56,19 +57,12 @@ void forward_sweep(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy)
       }
       continue;
     }
-    if (nrhs == 1) {
-      dtrsv_("L", "N", "N", &k, L, &m, Y + f, &inc);
-      if (below == 0) continue;
-      dgemv_("N", &below, &k, &one, L + k, &m, Y + f, &inc, &zero, t.data(), &inc);
-      for (int i = 0; i < below; ++i) Y[rows[k + i]] -= t[i];
-    } else {
-      dtrsm_("L", "L", "N", "N", &k, &nr, &one, L, &m, Y + f, &ld);
-      if (below == 0) continue;
-      dgemm_("N", "N", &below, &nr, &k, &one, L + k, &m, Y + f, &ld, &zero, t.data(), &below);
-      for (index_t r = 0; r < nrhs; ++r)
-        for (int i = 0; i < below; ++i)
-          Y[rows[k + i] + static_cast<offset_t>(r) * ldy] -= t[i + static_cast<offset_t>(r) * below];
-    }
+    parallel_trsm('L', 'L', 'N', 'N', k, nr, 1.0, L, m, Y + f, ld, threads);
+    if (below == 0) continue;
+    parallel_gemm('N', 'N', below, nr, k, 1.0, L + k, m, Y + f, ld, 0.0, t.data(), below, threads);
+    for (index_t r = 0; r < nrhs; ++r)
+      for (int i = 0; i < below; ++i)
+        Y[rows[k + i] + static_cast<offset_t>(r) * ldy] -= t[i + static_cast<offset_t>(r) * below];
   }
 }
 
@@ -76,8 +70,8 @@ void backward_sweep(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy
   check_shape(F, nrhs, ldy, "backward_solve");
   const SymbolicFactor& S = F.symbolic();
   std::vector<double> t(max_below(S) * static_cast<std::size_t>(nrhs));
-  const double one = 1.0, minus_one = -1.0;
-  const int inc = 1, nr = nrhs, ld = ldy;
+  const int nr = nrhs, ld = ldy, threads = F.threads();
+  SerialBlasScope serial_blas;
   for (index_t s = S.num_supernodes - 1; s >= 0; --s) {
     const index_t f = S.supernode_begin[s];
     const int k = S.supernode_cols(s), m = S.supernode_rows(s), below = m - k;
@@ -95,21 +89,13 @@ void backward_sweep(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy
       }
       continue;
     }
-    if (nrhs == 1) {
-      if (below > 0) {
-        for (int i = 0; i < below; ++i) t[i] = Y[rows[k + i]];
-        dgemv_("T", &below, &k, &minus_one, L + k, &m, t.data(), &inc, &one, Y + f, &inc);
-      }
-      dtrsv_("L", "T", "N", &k, L, &m, Y + f, &inc);
-    } else {
-      if (below > 0) {
-        for (index_t r = 0; r < nrhs; ++r)
-          for (int i = 0; i < below; ++i)
-            t[i + static_cast<offset_t>(r) * below] = Y[rows[k + i] + static_cast<offset_t>(r) * ldy];
-        dgemm_("T", "N", &k, &nr, &below, &minus_one, L + k, &m, t.data(), &below, &one, Y + f, &ld);
-      }
-      dtrsm_("L", "L", "T", "N", &k, &nr, &one, L, &m, Y + f, &ld);
+    if (below > 0) {
+      for (index_t r = 0; r < nrhs; ++r)
+        for (int i = 0; i < below; ++i)
+          t[i + static_cast<offset_t>(r) * below] = Y[rows[k + i] + static_cast<offset_t>(r) * ldy];
+      parallel_gemm('T', 'N', k, nr, below, -1.0, L + k, m, t.data(), below, 1.0, Y + f, ld, threads);
     }
+    parallel_trsm('L', 'L', 'T', 'N', k, nr, 1.0, L, m, Y + f, ld, threads);
   }
 }
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "../core/blas.hpp"
+#include "../core/parallel_blas.hpp"
 #include "../core/out_of_memory.hpp"
 #include "lu_correction.hpp"
 #include "spade/error.hpp"
@@ -34,6 +34,7 @@ bool LuCorrection::worthwhile(const LuFactor& F) noexcept {
 LuCorrection::LuCorrection(const LuFactor& F) {
   if (!F.valid()) throw InvalidInput("LuCorrection: the factor is not usable: its last factorization failed");
   out_of_memory_is_resource_error("LuCorrection", [&] {
+    SerialBlasScope serial_blas;
     factor_ = &F;
     generation_ = F.generation();
     perturbations_ = F.perturbations();
@@ -79,6 +80,7 @@ void LuCorrection::solve_in_place(const LuFactor& F, double* X, index_t nrhs, in
       }
     const int ki = static_cast<int>(k), nr = static_cast<int>(nrhs);
     int info = 0;
+    SerialBlasScope serial_blas;
     dgetrs_(no ? "N" : "T", &ki, &nr, K_.data(), &ki, ipiv_.data(), T.data(), &ki, &info);
     const index_t ld = std::max<index_t>(n, 1);
     std::vector<double> W(static_cast<std::size_t>(ld) * nrhs, 0.0);

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "../core/blas.hpp"
+#include "../core/parallel_blas.hpp"
 #include "../core/messages.hpp"
 #include "../core/out_of_memory.hpp"
 #include "spade/error.hpp"
@@ -49,8 +49,8 @@ void solve_permuted(const LuFactor& F, double* Y, index_t nrhs, index_t ldy, Tra
   for (index_t s = 0; s < S.num_supernodes; ++s)
     most = std::max<std::size_t>(most, static_cast<std::size_t>(S.supernode_rows(s) - S.supernode_cols(s)));
   std::vector<double> t(most * static_cast<std::size_t>(nrhs));
-  const double one = 1.0, zero = 0.0, minus_one = -1.0;
-  const int nr = nrhs, ld = ldy;
+  const int nr = nrhs, ld = ldy, threads = F.threads();
+  SerialBlasScope serial_blas;
   auto parts = [&](index_t s, index_t& f, int& k, int& m, int& below, const index_t*& rows) {
     f = S.supernode_begin[s];
     k = S.supernode_cols(s);
@@ -67,25 +67,25 @@ void solve_permuted(const LuFactor& F, double* Y, index_t nrhs, index_t ldy, Tra
       const double* L = F.l_panel(s);
       const index_t* piv = F.pivots(s);
       for (int c = 0; c < k; ++c) swap_rows(Y, ldy, nrhs, f + c, piv[c]);
-      dtrsm_("L", "L", "N", "U", &k, &nr, &one, L, &m, Y + f, &ld);
+      parallel_trsm('L', 'L', 'N', 'U', k, nr, 1.0, L, m, Y + f, ld, threads);
       if (below == 0) continue;
-      dgemm_("N", "N", &below, &nr, &k, &one, L + k, &m, Y + f, &ld, &zero, t.data(), &below);
+      parallel_gemm('N', 'N', below, nr, k, 1.0, L + k, m, Y + f, ld, 0.0, t.data(), below, threads);
       scatter_subtract(Y, ldy, rows, below, nrhs, t.data());
     }
     for (index_t s = S.num_supernodes - 1; s >= 0; --s) {
       parts(s, f, k, m, below, rows);
       if (below > 0) {
         gather(Y, ldy, rows, below, nrhs, t.data());
-        dgemm_("T", "N", &k, &nr, &below, &minus_one, F.u_panel(s), &below, t.data(), &below, &one, Y + f, &ld);
+        parallel_gemm('T', 'N', k, nr, below, -1.0, F.u_panel(s), below, t.data(), below, 1.0, Y + f, ld, threads);
       }
-      dtrsm_("L", "U", "N", "N", &k, &nr, &one, F.l_panel(s), &m, Y + f, &ld);
+      parallel_trsm('L', 'U', 'N', 'N', k, nr, 1.0, F.l_panel(s), m, Y + f, ld, threads);
     }
   } else {
     for (index_t s = 0; s < S.num_supernodes; ++s) {
       parts(s, f, k, m, below, rows);
-      dtrsm_("L", "U", "T", "N", &k, &nr, &one, F.l_panel(s), &m, Y + f, &ld);
+      parallel_trsm('L', 'U', 'T', 'N', k, nr, 1.0, F.l_panel(s), m, Y + f, ld, threads);
       if (below == 0) continue;
-      dgemm_("N", "N", &below, &nr, &k, &one, F.u_panel(s), &below, Y + f, &ld, &zero, t.data(), &below);
+      parallel_gemm('N', 'N', below, nr, k, 1.0, F.u_panel(s), below, Y + f, ld, 0.0, t.data(), below, threads);
       scatter_subtract(Y, ldy, rows, below, nrhs, t.data());
     }
     for (index_t s = S.num_supernodes - 1; s >= 0; --s) {
@@ -93,9 +93,9 @@ void solve_permuted(const LuFactor& F, double* Y, index_t nrhs, index_t ldy, Tra
       const double* L = F.l_panel(s);
       if (below > 0) {
         gather(Y, ldy, rows, below, nrhs, t.data());
-        dgemm_("T", "N", &k, &nr, &below, &minus_one, L + k, &m, t.data(), &below, &one, Y + f, &ld);
+        parallel_gemm('T', 'N', k, nr, below, -1.0, L + k, m, t.data(), below, 1.0, Y + f, ld, threads);
       }
-      dtrsm_("L", "L", "T", "U", &k, &nr, &one, L, &m, Y + f, &ld);
+      parallel_trsm('L', 'L', 'T', 'U', k, nr, 1.0, L, m, Y + f, ld, threads);
       const index_t* piv = F.pivots(s);
       for (int c = k - 1; c >= 0; --c) swap_rows(Y, ldy, nrhs, f + c, piv[c]);
     }

@@ -16,7 +16,6 @@
 #include <thread>
 #include <utility>
 
-#include "../core/blas.hpp"
 #include "../kernels/cuda_check.hpp"
 #include "gpu_solve.hpp"
 #include "refine_loop.hpp"
@@ -286,7 +285,6 @@ struct Solver::Impl {
 
   /// A X = B (or A^T X = B) with the LU on the host, X in host memory: corrected when lu_escalated().
   void lu_host_solve(double* X, index_t nrhs, index_t ldx, Transpose trans) {
-    BlasThreads blas(lu->threads());
     const LuCorrection* c = lu_escalated() ? lu_correction() : nullptr;
     if (c)
       c->solve_in_place(*lu, X, nrhs, ldx, trans);
@@ -918,14 +916,10 @@ void Solver::solve(double* X, index_t nrhs, index_t ldx, Memory memory) {
     std::vector<double> host(static_cast<std::size_t>(n) * nrhs);
     copy_block(host.data(), std::max<index_t>(n, 1), X, ldx, n, nrhs, cudaMemcpyDeviceToHost, nullptr);
     SPADE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
-    {
-      BlasThreads blas(s.factor->threads());
-      solve_in_place(*s.factor, host.data(), nrhs, std::max<index_t>(n, 1));
-    }
+    solve_in_place(*s.factor, host.data(), nrhs, std::max<index_t>(n, 1));
     copy_block(X, ldx, host.data(), std::max<index_t>(n, 1), n, nrhs, cudaMemcpyHostToDevice, nullptr);
     SPADE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
   } else {
-    BlasThreads blas(s.factor->threads());
     solve_in_place(*s.factor, X, nrhs, ldx);
   }
   times.seconds = seconds_since(t0);
@@ -1050,7 +1044,6 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
       SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
   } else {
-    BlasThreads blas(s.lu ? s.lu->threads() : s.factor->threads());
     // An LU refines through lu_solve_refined (with the factor, then with the correction of its replaced
     // pivots where they stall it).
     const SolveFunction host_solve = [&s](double* Y, index_t k, index_t ldy) { solve_in_place(*s.factor, Y, k, ldy); };

@@ -5,7 +5,7 @@
 #include <limits>
 #include <string>
 
-#include "../core/blas.hpp"
+#include "../core/parallel_blas.hpp"
 #include "spade/error.hpp"
 
 namespace spade {
@@ -191,6 +191,7 @@ SupernodalSchedule build_schedule(const SymbolicFactor& S) {
 
 void invert_supernodes_reference(const SymbolicFactor& S, double* values) {
   const double one = 1.0;
+  SerialBlasScope serial_blas;
   for (index_t s = 0; s < S.num_supernodes; ++s) {
     const int k = S.supernode_cols(s), m = S.supernode_rows(s), below = m - k;
     double* panel = values + S.panel_offset[s];

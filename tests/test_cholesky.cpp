@@ -256,6 +256,70 @@ TEST(Cholesky, ThreadedFactorMatchesSequential) {
   EXPECT_LE(diff, 100 * kEps * norm);
 }
 
+// Supernodes large enough to be factored by teams (factor/supernodal_tree.hpp: one thread per 4e6 of k m^2):
+// a dense matrix (one supernode of 450 columns) and a 3D grid's top separators, on two threads against one.
+TEST(Cholesky, TeamsOnLargeSupernodesMatchOneThread) {
+  std::mt19937 rng(21);
+  std::vector<std::pair<index_t, index_t>> lower;
+  std::vector<double> offdiag;
+  const index_t n = 450;
+  std::vector<double> diag(n, 1.0);
+  std::uniform_real_distribution<double> value(-1.0, 1.0);
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = j + 1; i < n; ++i) {
+      lower.push_back({i, j});
+      offdiag.push_back(value(rng) / n);
+    }
+  for (const SparseMatrix& A : {symmetric_from_lower(n, lower, offdiag, diag), laplacian_3d(20, 20, 20)}) {
+    const auto S = analyze(A);
+    FactorOptions one, two;
+    one.threads = 1;
+    two.threads = 2;
+    const NumericFactor F1(S, A, one), F2(S, A, two);
+    double diff = 0, norm = 0;
+    for (std::size_t k = 0; k < F1.values().size(); ++k) {
+      diff = std::max(diff, std::abs(F1.values()[k] - F2.values()[k]));
+      norm = std::max(norm, std::abs(F1.values()[k]));
+    }
+    EXPECT_LE(diff, 1000 * kEps * norm);
+    std::vector<double> b(A.rows()), x(A.rows());
+    for (index_t i = 0; i < A.rows(); ++i) b[i] = std::sin(i + 1.0);
+    for (int nrhs : {1, 3}) {
+      std::vector<double> X(static_cast<std::size_t>(A.rows()) * nrhs);
+      for (int r = 0; r < nrhs; ++r) std::copy(b.begin(), b.end(), X.begin() + static_cast<std::ptrdiff_t>(r) * A.rows());
+      solve_in_place(F2, X.data(), nrhs, A.rows());
+      for (int r = 0; r < nrhs; ++r)
+        EXPECT_LE(backward_error(A, b.data(), X.data() + static_cast<std::ptrdiff_t>(r) * A.rows()).berr, 20 * kEps);
+    }
+  }
+}
+
+TEST(CholeskyErrors, NotPositiveDefiniteInsideATeamNamesTheColumn) {
+  // A dense 450 x 450 matrix whose pivot 300 (in the third block of 128 columns) is negative, factored as one
+  // supernode by a team of two: the error names column 300 (natural ordering: the factor's numbering is A's).
+  const index_t n = 450;
+  std::vector<std::pair<index_t, index_t>> lower;
+  std::vector<double> offdiag, diag(n, 2.0);
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = j + 1; i < n; ++i) {
+      lower.push_back({i, j});
+      offdiag.push_back(0.5 / n);
+    }
+  diag[300] = -1.0;
+  const SparseMatrix A = symmetric_from_lower(n, lower, offdiag, diag);
+  AnalyzeOptions options;
+  options.ordering = OrderingMethod::natural;
+  FactorOptions two;
+  two.threads = 2;
+  try {
+    NumericFactor F(analyze(A, options), A, two);
+    FAIL() << "no error";
+  } catch (const NumericalError& e) {
+    EXPECT_EQ(e.kind(), NumericalError::Kind::not_positive_definite);
+    EXPECT_EQ(e.index(), 300);
+  }
+}
+
 TEST(Cholesky, RefactorizeReusesTheAnalysis) {
   SparseMatrix A = laplacian_3d(12, 10, 9, Stencil::twenty_seven_point);
   const auto S = analyze(A);

@@ -97,8 +97,10 @@ struct RandomCase {
 class LuAgainstLapack : public ::testing::TestWithParam<std::optional<OrderingMethod>> {};
 
 TEST_P(LuAgainstLapack, SolvesAndTransposedSolves) {
+  // The last two are dense: one supernode of 400 and 450 columns, factored by a team on two threads (its
+  // diagonal block's panels, interchanges and updates shared out; factor/lu.cpp).
   const RandomCase cases[] = {{1, 0, 0, false}, {7, 1, 1, false}, {60, 2, 2, true}, {200, 3, 2, false},
-                              {300, 1, 4, true}};
+                              {300, 1, 4, true}, {400, 400, 0, true}, {450, 450, 0, false}};
   unsigned seed = 1;
   for (const RandomCase& rc : cases) {
     for (int threads : {1, 2}) {

@@ -1,7 +1,8 @@
 // Supernodal Cholesky factorization P A P^T = L L^T on the host (left-looking, dense blocks through
 // LAPACK/BLAS: potrf on the diagonal block, trsm below it, syrk/gemm for the updates from descendants, as
 // in Ng and Peyton 1993 and CHOLMOD's supernodal method), parallel over independent subtrees of the
-// assembly tree with threaded BLAS in the large supernodes at the top.
+// assembly tree, then with a team of threads on each large supernode at the top. Every BLAS call runs at one
+// thread; no process-wide OpenMP or BLAS setting changes (factor/supernodal_tree.hpp, core/parallel_blas.hpp).
 #pragma once
 
 #include <cstdint>
@@ -27,12 +28,13 @@ class NumericFactor;
 using FactorProgress = std::function<void(const NumericFactor& factor, index_t first, index_t last)>;
 
 struct FactorOptions {
-  /// Threads for the factorization: independent subtrees run on this many OpenMP threads with one BLAS
-  /// thread each; then the supernodes at the top of the tree run one after another with this many BLAS
-  /// threads. 0 means automatic: omp_get_max_threads() (OMP_NUM_THREADS), but no more than the factor's
-  /// work keeps busy (one thread per 4e6 of the sum of k m^2 over the supernodes, factor/supernodal_tree.hpp;
-  /// a small matrix factors faster on fewer threads). Either is clamped to omp_get_num_procs(); threads()
-  /// reports the count used. OpenBLAS's own setting is restored after.
+  /// Threads for the factorization and the host solves of the factor: independent subtrees run on this many
+  /// OpenMP threads; then the supernodes at the top of the tree run one after another, each on a team of up to
+  /// this many threads (no more than one per 4e6 of its k m^2). 0 means automatic: omp_get_max_threads()
+  /// (OMP_NUM_THREADS), but no more than the factor's work keeps busy (one thread per 4e6 of the sum of k m^2
+  /// over the supernodes, factor/supernodal_tree.hpp; a small matrix factors faster on fewer threads). Either is
+  /// clamped to omp_get_num_procs(); threads() reports the count used. BLAS runs at one thread a call, and the
+  /// calling thread's OpenMP count is as it was after.
   int threads = 0;
   /// Called as supernodes become final (see FactorProgress); empty for none. Kept for refactorize().
   FactorProgress progress;
@@ -81,7 +83,13 @@ class NumericFactor {
     index_t first_row;
   };
   void factor_all(const SparseMatrix& A);  // refactorize() without the bookkeeping of valid_
-  void factor_supernode(index_t s, const SparseMatrix& A, std::vector<index_t>& relpos, std::vector<double>& work);
+  // Supernode s on `team` threads (factor/supernodal_tree.hpp, factor_over_tree).
+  void factor_supernode(index_t s, int team, const SparseMatrix& A, std::vector<index_t>& relpos,
+                        std::vector<double>& work);
+  // The updates of s's descendants into its panel: on the calling thread (w: work_size_ entries), or on a team
+  // whose threads own blocks of the panel's rows (work: team x kUpdateChunk x s's columns).
+  void gather_updates(index_t s, const std::vector<index_t>& relpos, double* w);
+  void gather_updates_on_team(index_t s, int team, const std::vector<index_t>& relpos, double* work);
 
   std::shared_ptr<const SymbolicFactor> symbolic_;
   int threads_ = 1;

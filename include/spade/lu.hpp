@@ -92,8 +92,8 @@ class LuFactor;
 using LuProgress = std::function<void(const LuFactor& factor, index_t first, index_t last)>;
 
 struct LuFactorOptions {
-  /// Threads, as FactorOptions::threads of the Cholesky: independent subtrees on this many OpenMP threads
-  /// with one BLAS thread each, then the top of the tree with this many BLAS threads (core/blas.hpp).
+  /// Threads, as FactorOptions::threads of the Cholesky: independent subtrees on this many OpenMP threads,
+  /// then a team of up to this many on each large supernode at the top; BLAS at one thread a call.
   /// 0 means automatic, as for the Cholesky: omp_get_max_threads(), no more than the factor's work keeps
   /// busy. Clamped to omp_get_num_procs(); threads() reports the count used.
   int threads = 0;
@@ -181,7 +181,13 @@ class LuFactor {
     index_t first_row;
   };
   void factor_all(const SparseMatrix& A);
-  void factor_supernode(index_t s, const SparseMatrix& A, std::vector<index_t>& relpos, std::vector<double>& work);
+  // Supernode s on `team` threads (factor/supernodal_tree.hpp, factor_over_tree).
+  void factor_supernode(index_t s, int team, const SparseMatrix& A, std::vector<index_t>& relpos,
+                        std::vector<double>& work);
+  // The updates of s's descendants into its L and U^T panels: on the calling thread (w: work_size_ entries), or
+  // on a team whose threads own blocks of the panels' rows (work: team x kUpdateChunk x s's columns).
+  void gather_updates(index_t s, const std::vector<index_t>& relpos, double* w);
+  void gather_updates_on_team(index_t s, int team, const std::vector<index_t>& relpos, double* work);
 
   std::shared_ptr<const LuSymbolic> symbolic_;
   LuProgress progress_;
@@ -211,7 +217,7 @@ enum class Transpose { no, yes };  ///< A X = B, or A^T X = B
 
 /// Solves A X = B (trans no) or A^T X = B (trans yes) in place with the factor of A: X holds B on entry and
 /// the solution on exit, n x nrhs, column-major, leading dimension ldx >= max(1, n), A's numbering (the
-/// permutations and scalings are applied inside). Threads: BLAS's current setting.
+/// permutations and scalings are applied inside). Threads: up to F.threads() on the large supernodes' products.
 /// Throws InvalidInput for an invalid factor, nrhs < 0, ldx < max(1, n), or a NaN/Inf in B (with its row and
 /// column); ResourceError if memory runs out.
 void lu_solve_in_place(const LuFactor& F, double* X, index_t nrhs, index_t ldx, Transpose trans = Transpose::no);
@@ -227,8 +233,8 @@ void lu_solve_in_place(const LuFactor& F, double* X, index_t nrhs, index_t ldx, 
 /// removes what rounding leaves. Memory: k^2 doubles for K, n x min(k, 64) while it is built; host memory.
 class LuCorrection {
  public:
-  /// Builds K for F's last factorization (k solves with F, in panels of 64 right-hand sides; threads:
-  /// BLAS's current setting). Throws InvalidInput for an invalid factor; NumericalError (singular), naming
+  /// Builds K for F's last factorization (k solves with F, in panels of 64 right-hand sides; threads: as
+  /// lu_solve_in_place). Throws InvalidInput for an invalid factor; NumericalError (singular), naming
   /// the perturbed column of A, when K is exactly singular (then so is A); NumericalError (not_finite) when
   /// a solve with F overflows; ResourceError when memory runs out.
   explicit LuCorrection(const LuFactor& F);

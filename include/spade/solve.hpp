@@ -20,7 +20,9 @@ void forward_solve(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy)
 void backward_solve(const NumericFactor& F, double* Y, index_t nrhs, index_t ldy);
 
 /// Solves A X = B in place: X holds B on entry and the solution on exit, n x nrhs, column-major, leading
-/// dimension ldx >= n, host memory, original numbering (the permutation is applied inside).
+/// dimension ldx >= n, host memory, original numbering (the permutation is applied inside). Threads (here and in
+/// the sweeps): the large supernodes' products are split over up to F.threads() threads, from 65,536 entries
+/// (core/parallel_blas.hpp); the diagonal blocks are solved on the calling thread.
 /// Throws InvalidInput for nrhs < 0 or ldx < max(1, n), or a NaN/Inf in B (with its row and column).
 void solve_in_place(const NumericFactor& F, double* X, index_t nrhs, index_t ldx);
 

@@ -30,8 +30,9 @@
 // stall refinement, the correction of its replaced pivots (LuCorrection) recovers what refinement with the
 // factor alone cannot, on the GPU as on the host (GpuLuCorrection in solve/gpu_solve.hpp).
 //
-// Threads: options.threads is used by the factorization (OpenMP over subtrees, BLAS at the top) and the
-// host solve; the plan's threads (one per plan: the per-supernode one and the partitioned inverse's) call
+// Threads: options.threads is used by the factorization (OpenMP over subtrees, teams on the large supernodes at
+// the top, BLAS at one thread a call: no process-wide OpenMP or BLAS setting changes) and the host solve; the
+// plan's threads (one per plan: the per-supernode one and the partitioned inverse's) call
 // neither OpenMP nor BLAS. A Solver is used from one thread at a time
 // (its own plan thread aside). Library code never prints.
 //
