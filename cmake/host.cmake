@@ -69,7 +69,8 @@ endif()
 
 if(BUILD_TESTING)
 add_executable(test_cholesky tests/test_cholesky.cpp)
-target_link_libraries(test_cholesky PRIVATE spade_host spade_cholmod_reference Eigen3::Eigen spade::openblas GTest::gtest_main)
+target_link_libraries(test_cholesky PRIVATE spade_host spade_cholmod_reference Eigen3::Eigen spade::openblas
+                                            GTest::gtest_main)
 target_compile_definitions(test_cholesky PRIVATE SPADE_DEFAULT_MATRIX_DIR="${SPADE_DEFAULT_MATRIX_DIR}")
 target_compile_options(test_cholesky PRIVATE ${SPADE_WARNINGS})
 gtest_discover_tests(test_cholesky)

@@ -13,7 +13,8 @@
 //
 // Threads: spade runs with its automatic count (LuFactorOptions::threads = 0) under OpenMP's maximum set to
 // --threads: at most --threads, fewer for a small factor; the table gives the count used. spade's solve
-// runs on the factor's count; UMFPACK's OpenBLAS (the OpenMP build: the main thread's count) on --threads threads; KLU uses no BLAS and runs on one thread.
+// runs on the factor's count; UMFPACK's OpenBLAS (the OpenMP build: the main thread's count) on --threads
+// threads; KLU uses no BLAS and runs on one thread.
 //
 // A baseline that is too slow for the set is cut short, never run unbounded: after its analysis, KLU is
 // skipped when its own flop estimate exceeds --baseline-limit seconds at 1e9 flop/s (a threshold, not a
@@ -179,8 +180,8 @@ int main(int argc, char** argv) {
   bool no_generated = false;
   std::string json_path;
   app.add_option("--threads", threads,
-                 "spade's threads (OpenMP over subtrees, then teams on the large supernodes) and UMFPACK's OpenBLAS threads; "
-                 "KLU runs on one")
+                 "spade's threads (OpenMP over subtrees, then teams on the large supernodes) and UMFPACK's "
+                 "OpenBLAS threads; KLU runs on one")
       ->check(CLI::PositiveNumber);
   app.add_option("--reps", reps, "runs of analysis, factorization and solve per solver (median)")
       ->check(CLI::PositiveNumber);

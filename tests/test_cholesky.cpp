@@ -241,24 +241,10 @@ INSTANTIATE_TEST_SUITE_P(Orderings, RandomSpd,
                          ::testing::Values(OrderingMethod::natural, OrderingMethod::amd, OrderingMethod::metis),
                          [](const auto& info) { return to_string(info.param); });
 
+// Two threads against one: independent subtrees (a 2D grid), and supernodes large enough to be factored by teams
+// (factor/supernodal_tree.hpp: one thread per 4e6 of k m^2): a dense matrix (one supernode of 450 columns) and a 3D
+// grid's top separators; then the host solve on two threads.
 TEST(Cholesky, ThreadedFactorMatchesSequential) {
-  const SparseMatrix A = laplacian_2d(60, 50, Stencil::nine_point);
-  const auto S = analyze(A);
-  FactorOptions one, two;
-  one.threads = 1;
-  two.threads = 2;
-  const NumericFactor F1(S, A, one), F2(S, A, two);
-  double diff = 0, norm = 0;
-  for (std::size_t k = 0; k < F1.values().size(); ++k) {
-    diff = std::max(diff, std::abs(F1.values()[k] - F2.values()[k]));
-    norm = std::max(norm, std::abs(F1.values()[k]));
-  }
-  EXPECT_LE(diff, 100 * kEps * norm);
-}
-
-// Supernodes large enough to be factored by teams (factor/supernodal_tree.hpp: one thread per 4e6 of k m^2):
-// a dense matrix (one supernode of 450 columns) and a 3D grid's top separators, on two threads against one.
-TEST(Cholesky, TeamsOnLargeSupernodesMatchOneThread) {
   std::mt19937 rng(21);
   std::vector<std::pair<index_t, index_t>> lower;
   std::vector<double> offdiag;
@@ -270,7 +256,8 @@ TEST(Cholesky, TeamsOnLargeSupernodesMatchOneThread) {
       lower.push_back({i, j});
       offdiag.push_back(value(rng) / n);
     }
-  for (const SparseMatrix& A : {symmetric_from_lower(n, lower, offdiag, diag), laplacian_3d(20, 20, 20)}) {
+  const SparseMatrix dense = symmetric_from_lower(n, lower, offdiag, diag);
+  for (const SparseMatrix& A : {laplacian_2d(60, 50, Stencil::nine_point), dense, laplacian_3d(20, 20, 20)}) {
     const auto S = analyze(A);
     FactorOptions one, two;
     one.threads = 1;
@@ -282,11 +269,12 @@ TEST(Cholesky, TeamsOnLargeSupernodesMatchOneThread) {
       norm = std::max(norm, std::abs(F1.values()[k]));
     }
     EXPECT_LE(diff, 1000 * kEps * norm);
-    std::vector<double> b(A.rows()), x(A.rows());
+    std::vector<double> b(A.rows());
     for (index_t i = 0; i < A.rows(); ++i) b[i] = std::sin(i + 1.0);
     for (int nrhs : {1, 3}) {
       std::vector<double> X(static_cast<std::size_t>(A.rows()) * nrhs);
-      for (int r = 0; r < nrhs; ++r) std::copy(b.begin(), b.end(), X.begin() + static_cast<std::ptrdiff_t>(r) * A.rows());
+      for (int r = 0; r < nrhs; ++r)
+        std::copy(b.begin(), b.end(), X.begin() + static_cast<std::ptrdiff_t>(r) * A.rows());
       solve_in_place(F2, X.data(), nrhs, A.rows());
       for (int r = 0; r < nrhs; ++r)
         EXPECT_LE(backward_error(A, b.data(), X.data() + static_cast<std::ptrdiff_t>(r) * A.rows()).berr, 20 * kEps);
