@@ -9,8 +9,9 @@ namespace spade {
 namespace {
 
 // Columns per block of parallel_cholesky_panel, and rows per tile of its trailing update and trsm: tiles of
-// 128 x 128 run near a core's peak in single-threaded dgemm and leave enough of them to share out.
-constexpr int kPanelBlock = 128;
+// 256 x 256 run near a core's peak in single-threaded dgemm, and a root separator of thousands of columns still
+// leaves tens of them to share out at each step.
+constexpr int kPanelBlock = 256;
 // Strips per thread in parallel_gemm and parallel_trsm, so that dynamic scheduling can even out the strips.
 constexpr int kStripsPerThread = 4;
 

@@ -84,9 +84,9 @@ void parallel_gemv(char trans, int m, int n, double alpha, const double* a, int 
 
 /// The Cholesky factorization of an m x k panel (m >= k) in place, as dpotrf on its top k x k block (lower
 /// triangle) followed by dtrsm of the m - k rows below with the factor's transpose, on at most `threads` threads:
-/// right-looking by blocks of kPanelBlock columns (a block's diagonal by dpotrf on one thread, the rows below it
+/// right-looking by blocks of columns (a block's diagonal by dpotrf on one thread, the rows below it
 /// by dtrsm and the trailing columns by dsyrk/dgemm on tiles shared out over the team). Returns 0, or as
-/// dpotrf's info the 1-based column whose pivot is not positive (columns before it are factored).
+/// dpotrf's info the 1-based column whose pivot is not positive (columns before it are factored). Blocks of 256.
 int parallel_cholesky_panel(int m, int k, double* a, int lda, int threads);
 
 }  // namespace spade

@@ -143,8 +143,9 @@ void NumericFactor::gather_updates_on_team(index_t s, int team, const std::vecto
   const std::vector<int> blocks = detail::row_blocks(m, 4 * team, [k](int r) { return std::min(r + 1, k); });
   const int count = static_cast<int>(blocks.size()) - 1;
   const double one = 1.0, zero = 0.0;
+  constexpr int chunk = detail::kUpdateChunk;
   parallel_region(team, [&](int me, int) {
-    double* w = work + static_cast<offset_t>(me) * detail::kUpdateChunk * k;
+    double* w = work + static_cast<offset_t>(me) * chunk * chunk;
 #pragma omp for schedule(dynamic, 1)
     for (int b = 0; b < count; ++b) {
       for (offset_t u = update_ptr_[s]; u < update_ptr_[s + 1]; ++u) {
@@ -155,27 +156,30 @@ void NumericFactor::gather_updates_on_team(index_t s, int team, const std::vecto
         const auto [first, last] = detail::positions_in(drows, p0, md, relpos.data(), blocks[b], blocks[b + 1]);
         if (first == last) continue;
         const int p1 = static_cast<int>(std::lower_bound(drows + p0, drows + md, l) - drows);
-        for (int r0 = first; r0 < last; r0 += detail::kUpdateChunk) {
+        for (int r0 = first; r0 < last; r0 += chunk) {
           // Rows r0 .. r1-1 of d reach the columns of s at d's positions p0 .. min(p1, r1)-1 on or left of the
           // diagonal: the column at position c lies on or left of the row at position r exactly when c <= r.
-          const int r1 = std::min(last, r0 + detail::kUpdateChunk), rows = r1 - r0, cols = std::min(p1, r1) - p0;
-          if (static_cast<offset_t>(kd) * cols * rows <= kSmallUpdate) {
-            for (int c = 0; c < cols; ++c) {
-              double* target = panel + static_cast<offset_t>(drows[p0 + c] - f) * m;
-              for (int r = std::max(r0, p0 + c); r < r1; ++r) {
-                double sum = 0;
-                for (int t = 0; t < kd; ++t)
-                  sum += ld[r + static_cast<offset_t>(t) * md] * ld[p0 + c + static_cast<offset_t>(t) * md];
-                target[relpos[drows[r]]] -= sum;
+          const int r1 = std::min(last, r0 + chunk), rows = r1 - r0, cols = std::min(p1, r1) - p0;
+          for (int c0 = 0; c0 < cols; c0 += chunk) {
+            const int width = std::min(chunk, cols - c0);
+            if (static_cast<offset_t>(kd) * width * rows <= kSmallUpdate) {
+              for (int c = c0; c < c0 + width; ++c) {
+                double* target = panel + static_cast<offset_t>(drows[p0 + c] - f) * m;
+                for (int r = std::max(r0, p0 + c); r < r1; ++r) {
+                  double sum = 0;
+                  for (int t = 0; t < kd; ++t)
+                    sum += ld[r + static_cast<offset_t>(t) * md] * ld[p0 + c + static_cast<offset_t>(t) * md];
+                  target[relpos[drows[r]]] -= sum;
+                }
               }
+              continue;
             }
-            continue;
-          }
-          dgemm_("N", "T", &rows, &cols, &kd, &one, ld + r0, &md, ld + p0, &md, &zero, w, &rows);
-          for (int c = 0; c < cols; ++c) {
-            double* target = panel + static_cast<offset_t>(drows[p0 + c] - f) * m;
-            const double* wc = w + static_cast<offset_t>(c) * rows;
-            for (int r = std::max(r0, p0 + c); r < r1; ++r) target[relpos[drows[r]]] -= wc[r - r0];
+            dgemm_("N", "T", &rows, &width, &kd, &one, ld + r0, &md, ld + p0 + c0, &md, &zero, w, &rows);
+            for (int c = c0; c < c0 + width; ++c) {
+              double* target = panel + static_cast<offset_t>(drows[p0 + c] - f) * m;
+              const double* wc = w + static_cast<offset_t>(c - c0) * rows;
+              for (int r = std::max(r0, p0 + c); r < r1; ++r) target[relpos[drows[r]]] -= wc[r - r0];
+            }
           }
         }
       }

@@ -399,8 +399,9 @@ void LuFactor::gather_updates_on_team(index_t s, int team, const std::vector<ind
   const std::vector<int> blocks = detail::row_blocks(m + below, 4 * team, [](int) { return 1; });
   const int count = static_cast<int>(blocks.size()) - 1;
   const double one = 1.0, zero = 0.0;
+  constexpr int chunk = detail::kUpdateChunk;
   parallel_region(team, [&](int me, int) {
-    double* w = work + static_cast<offset_t>(me) * detail::kUpdateChunk * k;
+    double* w = work + static_cast<offset_t>(me) * chunk * chunk;
 #pragma omp for schedule(dynamic, 1)
     for (int b = 0; b < count; ++b) {
       for (offset_t u = update_ptr_[s]; u < update_ptr_[s + 1]; ++u) {
@@ -418,31 +419,35 @@ void LuFactor::gather_updates_on_team(index_t s, int team, const std::vector<ind
           const int hi = lower ? std::min(blocks[b + 1], m) : std::max(blocks[b + 1], m) - m + k;
           if (lo >= hi) continue;
           const auto [first, last] = detail::positions_in(drows, lower ? p0 : p1, md, relpos.data(), lo, hi);
-          for (int r0 = first; r0 < last; r0 += detail::kUpdateChunk) {
-            const int r1 = std::min(last, r0 + detail::kUpdateChunk), rows = r1 - r0;
-            // L: L_d(r0:r1) U_d(p0:p1)^T into lp; U^T: U_d(r0:r1) L_d(p0:p1)^T into up.
+          // L: L_d(r0:r1) U_d(p0:p1)^T into lp; U^T: U_d(r0:r1) L_d(p0:p1)^T into up; blocks of chunk rows by
+          // chunk columns.
+          const int ldx = lower ? md : bd, ldy = lower ? bd : md;
+          double* panel = lower ? lp : up;
+          const int ldp = lower ? m : below, shift = lower ? 0 : k;
+          for (int r0 = first; r0 < last; r0 += chunk) {
+            const int rows = std::min(chunk, last - r0);
             const double* x = lower ? ld + r0 : ud + (r0 - kd);
-            const double* y = lower ? ud + (p0 - kd) : ld + p0;
-            const int ldx = lower ? md : bd, ldy = lower ? bd : md;
-            double* panel = lower ? lp : up;
-            const int ldp = lower ? m : below, shift = lower ? 0 : k;
-            if (static_cast<offset_t>(kd) * nk * rows <= kSmallUpdate) {
-              for (int c = 0; c < nk; ++c) {
-                double* target = panel + static_cast<offset_t>(drows[p0 + c] - f) * ldp;
-                for (int r = r0; r < r1; ++r) {
-                  double sum = 0;
-                  for (int t = 0; t < kd; ++t)
-                    sum += x[r - r0 + static_cast<offset_t>(t) * ldx] * y[c + static_cast<offset_t>(t) * ldy];
-                  target[relpos[drows[r]] - shift] -= sum;
+            for (int c0 = 0; c0 < nk; c0 += chunk) {
+              const int width = std::min(chunk, nk - c0);
+              const double* y = (lower ? ud + (p0 - kd) : ld + p0) + c0;
+              if (static_cast<offset_t>(kd) * width * rows <= kSmallUpdate) {
+                for (int c = 0; c < width; ++c) {
+                  double* target = panel + static_cast<offset_t>(drows[p0 + c0 + c] - f) * ldp;
+                  for (int r = 0; r < rows; ++r) {
+                    double sum = 0;
+                    for (int t = 0; t < kd; ++t)
+                      sum += x[r + static_cast<offset_t>(t) * ldx] * y[c + static_cast<offset_t>(t) * ldy];
+                    target[relpos[drows[r0 + r]] - shift] -= sum;
+                  }
                 }
+                continue;
               }
-              continue;
-            }
-            dgemm_("N", "T", &rows, &nk, &kd, &one, x, &ldx, y, &ldy, &zero, w, &rows);
-            for (int c = 0; c < nk; ++c) {
-              double* target = panel + static_cast<offset_t>(drows[p0 + c] - f) * ldp;
-              const double* wc = w + static_cast<offset_t>(c) * rows;
-              for (int r = r0; r < r1; ++r) target[relpos[drows[r]] - shift] -= wc[r - r0];
+              dgemm_("N", "T", &rows, &width, &kd, &one, x, &ldx, y, &ldy, &zero, w, &rows);
+              for (int c = 0; c < width; ++c) {
+                double* target = panel + static_cast<offset_t>(drows[p0 + c0 + c] - f) * ldp;
+                const double* wc = w + static_cast<offset_t>(c) * rows;
+                for (int r = 0; r < rows; ++r) target[relpos[drows[r0 + r]] - shift] -= wc[r];
+              }
             }
           }
         }

@@ -283,7 +283,7 @@ TEST(Cholesky, ThreadedFactorMatchesSequential) {
 }
 
 TEST(CholeskyErrors, NotPositiveDefiniteInsideATeamNamesTheColumn) {
-  // A dense 450 x 450 matrix whose pivot 300 (in the third block of 128 columns) is negative, factored as one
+  // A dense 450 x 450 matrix whose pivot 300 (in the second block of 256 columns) is negative, factored as one
   // supernode by a team of two: the error names column 300 (natural ordering: the factor's numbering is A's).
   const index_t n = 450;
   std::vector<std::pair<index_t, index_t>> lower;

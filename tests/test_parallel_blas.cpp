@@ -153,16 +153,14 @@ TEST(ParallelBlas, GemvMatchesOneCall) {
     }
 }
 
-// A random SPD m x m matrix (the panel's rows past k are only read as the block below).
+// A random SPD m x m matrix: symmetric entries in (-1, 1) / m off the diagonal, 1 on it (diagonally dominant).
+// The panel's rows past k are only read as the block below.
 std::vector<double> random_spd_panel(int m, std::mt19937& gen) {
-  const std::vector<double> g = random_matrix(m, m, gen);
-  std::vector<double> a(static_cast<std::size_t>(m) * m, 0.0);
+  std::uniform_real_distribution<double> value(-1.0, 1.0);
+  std::vector<double> a(static_cast<std::size_t>(m) * m, 1.0);
   for (int j = 0; j < m; ++j)
-    for (int i = 0; i < m; ++i) {
-      double sum = 0;
-      for (int t = 0; t < m; ++t) sum += g[i + static_cast<std::size_t>(t) * m] * g[j + static_cast<std::size_t>(t) * m];
-      a[i + static_cast<std::size_t>(j) * m] = sum / m + (i == j ? 1.0 : 0.0);
-    }
+    for (int i = j + 1; i < m; ++i)
+      a[i + static_cast<std::size_t>(j) * m] = a[j + static_cast<std::size_t>(i) * m] = value(gen) / m;
   return a;
 }
 
@@ -171,9 +169,9 @@ TEST(ParallelBlas, CholeskyPanelMatchesPotrfAndTrsm) {
   struct Shape {
     int m, k;
   };
-  // Blocks of 128 columns: several with a partial last one, a panel without rows below, a panel whose last
+  // Blocks of 256 columns: several with a partial last one, a panel without rows below, a panel whose last
   // column block is narrower than the row tiles that cross into the rows below, and one block only.
-  for (const Shape sh : {Shape{700, 333}, Shape{400, 400}, Shape{520, 300}, Shape{300, 128}}) {
+  for (const Shape sh : {Shape{1100, 600}, Shape{600, 600}, Shape{900, 520}, Shape{400, 256}}) {
     SCOPED_TRACE(std::to_string(sh.m) + " x " + std::to_string(sh.k));
     const std::vector<double> a = random_spd_panel(sh.m, gen);  // the first k columns are the panel
     const int lda = sh.m;
@@ -199,8 +197,8 @@ TEST(ParallelBlas, CholeskyPanelMatchesPotrfAndTrsm) {
 
 TEST(ParallelBlas, CholeskyPanelNamesTheFirstBadPivot) {
   std::mt19937 gen(16);
-  const int m = 600, k = 450;
-  for (const int bad : {0, 127, 128, 300, 449}) {
+  const int m = 700, k = 600;
+  for (const int bad : {0, 255, 256, 300, 599}) {
     std::vector<double> a = random_spd_panel(m, gen);
     a[bad + static_cast<std::size_t>(bad) * m] = -1e3;  // this pivot is negative whatever came before
     int info = 0;
