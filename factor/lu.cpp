@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <new>
 #include <numeric>
 #include <string>
@@ -313,6 +314,10 @@ void LuFactor::factor_all(const SparseMatrix& A) {
   }
   pivot_threshold_ = pivot_tolerance_ * norm;
   if (!(pivot_threshold_ > 0)) pivot_threshold_ = std::numeric_limits<double>::min();  // A = 0 on its pattern
+  struct Release {  // the teams' workspace, also when a supernode fails
+    std::vector<double>& work;
+    ~Release() { std::vector<double>().swap(work); }
+  } release{team_work_};
   detail::factor_over_tree(
       structure(), subtree_roots_, top_, threads_, work_size_,
       [&](index_t s, int team, std::vector<index_t>& relpos, std::vector<double>& work) {
@@ -387,7 +392,7 @@ void LuFactor::gather_updates(index_t s, const std::vector<index_t>& relpos, dou
   }
 }
 
-void LuFactor::gather_updates_on_team(index_t s, int team, const std::vector<index_t>& relpos, double* work) {
+void LuFactor::gather_updates_on_team(index_t s, int team, const std::vector<index_t>& relpos) {
   const SymbolicFactor& S = structure();
   const index_t f = S.supernode_begin[s], l = S.supernode_begin[s + 1];
   const int k = l - f, m = S.supernode_rows(s), below = m - k;
@@ -398,10 +403,16 @@ void LuFactor::gather_updates_on_team(index_t s, int team, const std::vector<ind
   // update that reaches them.
   const std::vector<int> blocks = detail::row_blocks(m + below, 4 * team, [](int) { return 1; });
   const int count = static_cast<int>(blocks.size()) - 1;
-  const double one = 1.0, zero = 0.0;
+  int widest = 0;
+  for (int b = 0; b < count; ++b) widest = std::max(widest, blocks[b + 1] - blocks[b]);
   constexpr int chunk = detail::kUpdateChunk;
+  // One workspace for every team of a factorization, grown as needed (new pages are zeroed by the system at
+  // first touch: a fresh allocation per supernode cost that for each one), released after it.
+  const std::size_t need = static_cast<std::size_t>(team) * widest * chunk;
+  if (team_work_.size() < need) team_work_.resize(need);
+  const double one = 1.0, zero = 0.0;
   parallel_region(team, [&](int me, int) {
-    double* w = work + static_cast<offset_t>(me) * chunk * chunk;
+    double* w = team_work_.data() + static_cast<offset_t>(me) * widest * chunk;
 #pragma omp for schedule(dynamic, 1)
     for (int b = 0; b < count; ++b) {
       for (offset_t u = update_ptr_[s]; u < update_ptr_[s + 1]; ++u) {
@@ -419,35 +430,33 @@ void LuFactor::gather_updates_on_team(index_t s, int team, const std::vector<ind
           const int hi = lower ? std::min(blocks[b + 1], m) : std::max(blocks[b + 1], m) - m + k;
           if (lo >= hi) continue;
           const auto [first, last] = detail::positions_in(drows, lower ? p0 : p1, md, relpos.data(), lo, hi);
-          // L: L_d(r0:r1) U_d(p0:p1)^T into lp; U^T: U_d(r0:r1) L_d(p0:p1)^T into up; blocks of chunk rows by
-          // chunk columns.
+          const int rows = last - first;
+          if (rows == 0) continue;
+          // L: L_d(first:last) U_d(p0:p1)^T into lp; U^T: U_d(first:last) L_d(p0:p1)^T into up; chunks of columns.
+          const double* x = lower ? ld + first : ud + (first - kd);
           const int ldx = lower ? md : bd, ldy = lower ? bd : md;
           double* panel = lower ? lp : up;
           const int ldp = lower ? m : below, shift = lower ? 0 : k;
-          for (int r0 = first; r0 < last; r0 += chunk) {
-            const int rows = std::min(chunk, last - r0);
-            const double* x = lower ? ld + r0 : ud + (r0 - kd);
-            for (int c0 = 0; c0 < nk; c0 += chunk) {
-              const int width = std::min(chunk, nk - c0);
-              const double* y = (lower ? ud + (p0 - kd) : ld + p0) + c0;
-              if (static_cast<offset_t>(kd) * width * rows <= kSmallUpdate) {
-                for (int c = 0; c < width; ++c) {
-                  double* target = panel + static_cast<offset_t>(drows[p0 + c0 + c] - f) * ldp;
-                  for (int r = 0; r < rows; ++r) {
-                    double sum = 0;
-                    for (int t = 0; t < kd; ++t)
-                      sum += x[r + static_cast<offset_t>(t) * ldx] * y[c + static_cast<offset_t>(t) * ldy];
-                    target[relpos[drows[r0 + r]] - shift] -= sum;
-                  }
-                }
-                continue;
-              }
-              dgemm_("N", "T", &rows, &width, &kd, &one, x, &ldx, y, &ldy, &zero, w, &rows);
+          for (int c0 = 0; c0 < nk; c0 += chunk) {
+            const int width = std::min(chunk, nk - c0);
+            const double* y = (lower ? ud + (p0 - kd) : ld + p0) + c0;
+            if (static_cast<offset_t>(kd) * width * rows <= kSmallUpdate) {
               for (int c = 0; c < width; ++c) {
                 double* target = panel + static_cast<offset_t>(drows[p0 + c0 + c] - f) * ldp;
-                const double* wc = w + static_cast<offset_t>(c) * rows;
-                for (int r = 0; r < rows; ++r) target[relpos[drows[r0 + r]] - shift] -= wc[r];
+                for (int r = 0; r < rows; ++r) {
+                  double sum = 0;
+                  for (int t = 0; t < kd; ++t)
+                    sum += x[r + static_cast<offset_t>(t) * ldx] * y[c + static_cast<offset_t>(t) * ldy];
+                  target[relpos[drows[first + r]] - shift] -= sum;
+                }
               }
+              continue;
+            }
+            dgemm_("N", "T", &rows, &width, &kd, &one, x, &ldx, y, &ldy, &zero, w, &rows);
+            for (int c = 0; c < width; ++c) {
+              double* target = panel + static_cast<offset_t>(drows[p0 + c0 + c] - f) * ldp;
+              const double* wc = w + static_cast<offset_t>(c) * rows;
+              for (int r = 0; r < rows; ++r) target[relpos[drows[first + r]] - shift] -= wc[r];
             }
           }
         }
@@ -486,7 +495,7 @@ void LuFactor::factor_supernode(index_t s, int team, const SparseMatrix& A, std:
   // Updates from descendants d, whose rows p0..p1-1 lie in s: the columns of s get
   // L_d(p0:md) U_d(p0:p1)^T, the rows of s right of it get (U_d(p1:md) L_d(p0:p1)^T)^T in U^T form.
   if (team > 1)
-    gather_updates_on_team(s, team, relpos, work.data());
+    gather_updates_on_team(s, team, relpos);
   else
     gather_updates(s, relpos, work.data());
 

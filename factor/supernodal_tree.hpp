@@ -118,11 +118,11 @@ inline int factorization_threads(const SymbolicFactor& S, int requested) {
   return std::max(1, std::min(threads, omp_get_num_procs()));
 }
 
-// Rows and columns of the block of an update that one thread of a team computes with one gemm in the
-// owner-computes update of a supernode at the top of the tree (its workspace: kUpdateChunk^2 entries, 2 MB).
-// Each gemm packs both operands again, so a block of b x b products costs about 2 / b of its work in packing; at
-// b = 128 rows (by all the update's columns) the factorization of lap3d 64^3 on two threads was 1.2x slower than
-// at 512 (docs/benchmarks/blas_threads.md).
+// Columns of the block of an update that one thread of a team computes with one gemm in the owner-computes
+// update of a supernode at the top of the tree, all of the update's rows in the thread's block of the panel at
+// once: each gemm packs both of its operands, so a thread's rows are not split further (at 128 rows a gemm the
+// factorization of lap3d 64^3 on two threads was 1.2x slower: docs/benchmarks/blas_threads.md), and 512 columns
+// bound its workspace (the block's rows x 512) while packing the rows' operand again only every 512 columns.
 constexpr int kUpdateChunk = 512;
 
 /// Boundaries b[0] = 0 < ... < b.back() = rows of at most `blocks` consecutive row blocks of [0, rows), each of
@@ -156,8 +156,8 @@ inline std::pair<int, int> positions_in(const index_t* rows, int begin, int end,
 /// threads, one supernode on one thread, then its top supernodes one after another, each on a team of no more
 /// threads than its work keeps busy (kFlopsPerBlasThread). Every BLAS call runs at one thread
 /// (core/parallel_blas.hpp): no BLAS or OpenMP setting of the process changes. factor(s, team, relpos, work)
-/// factors supernode s on `team` threads with a relpos workspace of n entries and a work workspace of at least
-/// work_size entries, and of team x kUpdateChunk^2 where team > 1; done(first, last) reports a
+/// factors supernode s on `team` threads with a relpos workspace of n entries and a work workspace of work_size
+/// entries (a team allocates its own); done(first, last) reports a
 /// finished contiguous range. The first error of the lowest-numbered supernode is rethrown, so the report does
 /// not depend on the threads.
 template <class Factor, class Done>
@@ -214,12 +214,8 @@ void factor_over_tree(const SymbolicFactor& S, const std::vector<index_t>& subtr
       const double k = S.supernode_cols(s), m = S.supernode_rows(s);
       return threads_for(k * m * m, kFlopsPerBlasThread, threads);
     };
-    std::size_t top_work = work_size;
-    for (index_t s : top)
-      if (team_of(s) > 1)
-        top_work = std::max(top_work, static_cast<std::size_t>(team_of(s)) * kUpdateChunk * kUpdateChunk);
     std::vector<index_t> relpos(S.n);
-    std::vector<double> work(top_work);
+    std::vector<double> work(work_size);
     for (index_t s : top) {
       factor(s, team_of(s), relpos, work);
       done(s, s);

@@ -87,9 +87,9 @@ class NumericFactor {
   void factor_supernode(index_t s, int team, const SparseMatrix& A, std::vector<index_t>& relpos,
                         std::vector<double>& work);
   // The updates of s's descendants into its panel: on the calling thread (w: work_size_ entries), or on a team
-  // whose threads own blocks of the panel's rows (work: team x kUpdateChunk^2 entries).
+  // whose threads own blocks of the panel's rows (their workspaces allocated here).
   void gather_updates(index_t s, const std::vector<index_t>& relpos, double* w);
-  void gather_updates_on_team(index_t s, int team, const std::vector<index_t>& relpos, double* work);
+  void gather_updates_on_team(index_t s, int team, const std::vector<index_t>& relpos);
 
   std::shared_ptr<const SymbolicFactor> symbolic_;
   int threads_ = 1;
@@ -102,6 +102,7 @@ class NumericFactor {
   std::size_t work_size_ = 0;           // largest update block (entries)
   std::vector<index_t> subtree_roots_;  // independent subtrees, largest first
   std::vector<index_t> top_;            // supernodes above them, in order
+  std::vector<double> team_work_;       // the teams' workspaces during a factorization (empty after)
 };
 
 }  // namespace spade

@@ -185,9 +185,9 @@ class LuFactor {
   void factor_supernode(index_t s, int team, const SparseMatrix& A, std::vector<index_t>& relpos,
                         std::vector<double>& work);
   // The updates of s's descendants into its L and U^T panels: on the calling thread (w: work_size_ entries), or
-  // on a team whose threads own blocks of the panels' rows (work: team x kUpdateChunk^2 entries).
+  // on a team whose threads own blocks of the panels' rows (their workspaces allocated here).
   void gather_updates(index_t s, const std::vector<index_t>& relpos, double* w);
-  void gather_updates_on_team(index_t s, int team, const std::vector<index_t>& relpos, double* work);
+  void gather_updates_on_team(index_t s, int team, const std::vector<index_t>& relpos);
 
   std::shared_ptr<const LuSymbolic> symbolic_;
   LuProgress progress_;
@@ -205,6 +205,7 @@ class LuFactor {
   std::vector<Update> updates_;
   std::size_t work_size_ = 0;
   std::vector<index_t> subtree_roots_, top_;
+  std::vector<double> team_work_;  // the teams' workspaces during a factorization (empty after)
 };
 
 /// The rows of F's diagonal blocks after their interchanges: order[p] is C's row (LuSymbolic's numbering) at
