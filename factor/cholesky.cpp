@@ -146,51 +146,40 @@ void NumericFactor::gather_updates_on_team(index_t s, int team, const std::vecto
   // update that reaches them, so no two threads write one entry and the updates need no barrier between them.
   // Row r of the panel receives min(r + 1, k) columns (the lower triangle).
   const std::vector<int> blocks = detail::row_blocks(m, 4 * team, [k](int r) { return std::min(r + 1, k); });
-  const int count = static_cast<int>(blocks.size()) - 1;
-  int widest = 0;
-  for (int b = 0; b < count; ++b) widest = std::max(widest, blocks[b + 1] - blocks[b]);
   constexpr int chunk = detail::kUpdateChunk;
-  // One workspace for every team of a factorization, grown as needed (new pages are zeroed by the system at
-  // first touch: a fresh allocation per supernode cost that for each one), released after it.
-  const std::size_t need = static_cast<std::size_t>(team) * widest * chunk;
-  if (team_work_.size() < need) team_work_.resize(need);
   const double one = 1.0, zero = 0.0;
-  parallel_region(team, [&](int me, int) {
-    double* w = team_work_.data() + static_cast<offset_t>(me) * widest * chunk;
-#pragma omp for schedule(dynamic, 1)
-    for (int b = 0; b < count; ++b) {
-      for (offset_t u = update_ptr_[s]; u < update_ptr_[s + 1]; ++u) {
-        const index_t d = updates_[u].source;
-        const int p0 = updates_[u].first_row, md = S.supernode_rows(d), kd = S.supernode_cols(d);
-        const index_t* drows = S.row_indices.data() + S.row_ptr[d];
-        const double* ld = values_.data() + S.panel_offset[d];
-        const auto [first, last] = detail::positions_in(drows, p0, md, relpos.data(), blocks[b], blocks[b + 1]);
-        if (first == last) continue;
-        const int p1 = static_cast<int>(std::lower_bound(drows + p0, drows + md, l) - drows);
-        // d's rows first .. last-1 reach the columns of s at d's positions p0 .. min(p1, last)-1 on or left of
-        // the diagonal (the column at position c lies on or left of the row at position r exactly when c <= r),
-        // in chunks of columns; a chunk's rows start at its first column's position.
-        const int cols = std::min(p1, last) - p0;
-        for (int c0 = 0; c0 < cols; c0 += chunk) {
-          const int width = std::min(chunk, cols - c0), r0 = std::max(first, p0 + c0), rows = last - r0;
-          if (static_cast<offset_t>(kd) * width * rows <= kSmallUpdate) {
-            for (int c = c0; c < c0 + width; ++c) {
-              double* target = panel + static_cast<offset_t>(drows[p0 + c] - f) * m;
-              for (int r = std::max(r0, p0 + c); r < last; ++r) {
-                double sum = 0;
-                for (int t = 0; t < kd; ++t)
-                  sum += ld[r + static_cast<offset_t>(t) * md] * ld[p0 + c + static_cast<offset_t>(t) * md];
-                target[relpos[drows[r]]] -= sum;
-              }
-            }
-            continue;
-          }
-          dgemm_("N", "T", &rows, &width, &kd, &one, ld + r0, &md, ld + p0 + c0, &md, &zero, w, &rows);
+  detail::gather_on_team(team, blocks, team_work_, [&](int lo, int hi, double* w) {
+    for (offset_t u = update_ptr_[s]; u < update_ptr_[s + 1]; ++u) {
+      const index_t d = updates_[u].source;
+      const int p0 = updates_[u].first_row, md = S.supernode_rows(d), kd = S.supernode_cols(d);
+      const index_t* drows = S.row_indices.data() + S.row_ptr[d];
+      const double* ld = values_.data() + S.panel_offset[d];
+      const auto [first, last] = detail::positions_in(drows, p0, md, relpos.data(), lo, hi);
+      if (first == last) continue;
+      const int p1 = static_cast<int>(std::lower_bound(drows + p0, drows + md, l) - drows);
+      // d's rows first .. last-1 reach the columns of s at d's positions p0 .. min(p1, last)-1 on or left of
+      // the diagonal (the column at position c lies on or left of the row at position r exactly when c <= r),
+      // in chunks of columns; a chunk's rows start at its first column's position.
+      const int cols = std::min(p1, last) - p0;
+      for (int c0 = 0; c0 < cols; c0 += chunk) {
+        const int width = std::min(chunk, cols - c0), r0 = std::max(first, p0 + c0), rows = last - r0;
+        if (static_cast<offset_t>(kd) * width * rows <= kSmallUpdate) {
           for (int c = c0; c < c0 + width; ++c) {
             double* target = panel + static_cast<offset_t>(drows[p0 + c] - f) * m;
-            const double* wc = w + static_cast<offset_t>(c - c0) * rows;
-            for (int r = std::max(r0, p0 + c); r < last; ++r) target[relpos[drows[r]]] -= wc[r - r0];
+            for (int r = std::max(r0, p0 + c); r < last; ++r) {
+              double sum = 0;
+              for (int t = 0; t < kd; ++t)
+                sum += ld[r + static_cast<offset_t>(t) * md] * ld[p0 + c + static_cast<offset_t>(t) * md];
+              target[relpos[drows[r]]] -= sum;
+            }
           }
+          continue;
+        }
+        dgemm_("N", "T", &rows, &width, &kd, &one, ld + r0, &md, ld + p0 + c0, &md, &zero, w, &rows);
+        for (int c = c0; c < c0 + width; ++c) {
+          double* target = panel + static_cast<offset_t>(drows[p0 + c] - f) * m;
+          const double* wc = w + static_cast<offset_t>(c - c0) * rows;
+          for (int r = std::max(r0, p0 + c); r < last; ++r) target[relpos[drows[r]]] -= wc[r - r0];
         }
       }
     }

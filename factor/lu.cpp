@@ -402,62 +402,51 @@ void LuFactor::gather_updates_on_team(index_t s, int team, const std::vector<ind
   // m rows, then the U^T panel's below rows, each receiving k columns), and a thread gathers into its rows every
   // update that reaches them.
   const std::vector<int> blocks = detail::row_blocks(m + below, 4 * team, [](int) { return 1; });
-  const int count = static_cast<int>(blocks.size()) - 1;
-  int widest = 0;
-  for (int b = 0; b < count; ++b) widest = std::max(widest, blocks[b + 1] - blocks[b]);
   constexpr int chunk = detail::kUpdateChunk;
-  // One workspace for every team of a factorization, grown as needed (new pages are zeroed by the system at
-  // first touch: a fresh allocation per supernode cost that for each one), released after it.
-  const std::size_t need = static_cast<std::size_t>(team) * widest * chunk;
-  if (team_work_.size() < need) team_work_.resize(need);
   const double one = 1.0, zero = 0.0;
-  parallel_region(team, [&](int me, int) {
-    double* w = team_work_.data() + static_cast<offset_t>(me) * widest * chunk;
-#pragma omp for schedule(dynamic, 1)
-    for (int b = 0; b < count; ++b) {
-      for (offset_t u = update_ptr_[s]; u < update_ptr_[s + 1]; ++u) {
-        const index_t d = updates_[u].source;
-        const int p0 = updates_[u].first_row, md = S.supernode_rows(d), kd = S.supernode_cols(d), bd = md - kd;
-        const index_t* drows = S.row_indices.data() + S.row_ptr[d];
-        const double* ld = l_values_.data() + S.panel_offset[d];
-        const double* ud = u_values_.data() + u_offset_[d];
-        const int p1 = static_cast<int>(std::lower_bound(drows + p0, drows + md, l) - drows), nk = p1 - p0;
-        // Target rows blocks[b] .. blocks[b+1]-1 of the m + below: L's row R is row R < m, U^T's row R (of
-        // relpos k + R) is row m + R. d's rows p0..md-1 reach L's rows, its rows p1..md-1 U^T's.
-        for (int part = 0; part < 2; ++part) {
-          const bool lower = part == 0;
-          const int lo = lower ? std::min(blocks[b], m) : std::max(blocks[b], m) - m + k;
-          const int hi = lower ? std::min(blocks[b + 1], m) : std::max(blocks[b + 1], m) - m + k;
-          if (lo >= hi) continue;
-          const auto [first, last] = detail::positions_in(drows, lower ? p0 : p1, md, relpos.data(), lo, hi);
-          const int rows = last - first;
-          if (rows == 0) continue;
-          // L: L_d(first:last) U_d(p0:p1)^T into lp; U^T: U_d(first:last) L_d(p0:p1)^T into up; chunks of columns.
-          const double* x = lower ? ld + first : ud + (first - kd);
-          const int ldx = lower ? md : bd, ldy = lower ? bd : md;
-          double* panel = lower ? lp : up;
-          const int ldp = lower ? m : below, shift = lower ? 0 : k;
-          for (int c0 = 0; c0 < nk; c0 += chunk) {
-            const int width = std::min(chunk, nk - c0);
-            const double* y = (lower ? ud + (p0 - kd) : ld + p0) + c0;
-            if (static_cast<offset_t>(kd) * width * rows <= kSmallUpdate) {
-              for (int c = 0; c < width; ++c) {
-                double* target = panel + static_cast<offset_t>(drows[p0 + c0 + c] - f) * ldp;
-                for (int r = 0; r < rows; ++r) {
-                  double sum = 0;
-                  for (int t = 0; t < kd; ++t)
-                    sum += x[r + static_cast<offset_t>(t) * ldx] * y[c + static_cast<offset_t>(t) * ldy];
-                  target[relpos[drows[first + r]] - shift] -= sum;
-                }
-              }
-              continue;
-            }
-            dgemm_("N", "T", &rows, &width, &kd, &one, x, &ldx, y, &ldy, &zero, w, &rows);
+  detail::gather_on_team(team, blocks, team_work_, [&](int block_lo, int block_hi, double* w) {
+    for (offset_t u = update_ptr_[s]; u < update_ptr_[s + 1]; ++u) {
+      const index_t d = updates_[u].source;
+      const int p0 = updates_[u].first_row, md = S.supernode_rows(d), kd = S.supernode_cols(d), bd = md - kd;
+      const index_t* drows = S.row_indices.data() + S.row_ptr[d];
+      const double* ld = l_values_.data() + S.panel_offset[d];
+      const double* ud = u_values_.data() + u_offset_[d];
+      const int p1 = static_cast<int>(std::lower_bound(drows + p0, drows + md, l) - drows), nk = p1 - p0;
+      // Target rows block_lo .. block_hi-1 of the m + below: L's row R is row R < m, U^T's row R (of
+      // relpos k + R) is row m + R. d's rows p0..md-1 reach L's rows, its rows p1..md-1 U^T's.
+      for (int part = 0; part < 2; ++part) {
+        const bool lower = part == 0;
+        const int lo = lower ? std::min(block_lo, m) : std::max(block_lo, m) - m + k;
+        const int hi = lower ? std::min(block_hi, m) : std::max(block_hi, m) - m + k;
+        if (lo >= hi) continue;
+        const auto [first, last] = detail::positions_in(drows, lower ? p0 : p1, md, relpos.data(), lo, hi);
+        const int rows = last - first;
+        if (rows == 0) continue;
+        // L: L_d(first:last) U_d(p0:p1)^T into lp; U^T: U_d(first:last) L_d(p0:p1)^T into up; chunks of columns.
+        const double* x = lower ? ld + first : ud + (first - kd);
+        const int ldx = lower ? md : bd, ldy = lower ? bd : md;
+        double* panel = lower ? lp : up;
+        const int ldp = lower ? m : below, shift = lower ? 0 : k;
+        for (int c0 = 0; c0 < nk; c0 += chunk) {
+          const int width = std::min(chunk, nk - c0);
+          const double* y = (lower ? ud + (p0 - kd) : ld + p0) + c0;
+          if (static_cast<offset_t>(kd) * width * rows <= kSmallUpdate) {
             for (int c = 0; c < width; ++c) {
               double* target = panel + static_cast<offset_t>(drows[p0 + c0 + c] - f) * ldp;
-              const double* wc = w + static_cast<offset_t>(c) * rows;
-              for (int r = 0; r < rows; ++r) target[relpos[drows[first + r]] - shift] -= wc[r];
+              for (int r = 0; r < rows; ++r) {
+                double sum = 0;
+                for (int t = 0; t < kd; ++t)
+                  sum += x[r + static_cast<offset_t>(t) * ldx] * y[c + static_cast<offset_t>(t) * ldy];
+                target[relpos[drows[first + r]] - shift] -= sum;
+              }
             }
+            continue;
+          }
+          dgemm_("N", "T", &rows, &width, &kd, &one, x, &ldx, y, &ldy, &zero, w, &rows);
+          for (int c = 0; c < width; ++c) {
+            double* target = panel + static_cast<offset_t>(drows[p0 + c0 + c] - f) * ldp;
+            const double* wc = w + static_cast<offset_t>(c) * rows;
+            for (int r = 0; r < rows; ++r) target[relpos[drows[first + r]] - shift] -= wc[r];
           }
         }
       }

@@ -141,6 +141,26 @@ std::vector<int> row_blocks(int rows, int blocks, Weight weight) {
   return bounds;
 }
 
+/// Owner computes over a team for the updates of one supernode: runs gather(lo, hi, w) once for every row block
+/// [lo, hi) of `blocks` (boundaries, from row_blocks), shared out over `team` threads (dynamic), w a workspace of
+/// (hi - lo) x kUpdateChunk entries private to the calling thread. No two blocks share a row, so the threads
+/// write disjoint rows and need no barrier between updates. The workspaces live in `team_work`, grown as needed
+/// and kept for the factorization's later teams (a fresh allocation per supernode had the system zero its new
+/// pages at first touch each time); the caller releases it after the factorization.
+template <class Gather>
+void gather_on_team(int team, const std::vector<int>& blocks, std::vector<double>& team_work, Gather&& gather) {
+  const int count = static_cast<int>(blocks.size()) - 1;
+  int widest = 0;
+  for (int b = 0; b < count; ++b) widest = std::max(widest, blocks[b + 1] - blocks[b]);
+  const std::size_t need = static_cast<std::size_t>(team) * widest * kUpdateChunk;
+  if (team_work.size() < need) team_work.resize(need);
+  parallel_region(team, [&](int me, int) {
+    double* w = team_work.data() + static_cast<offset_t>(me) * widest * kUpdateChunk;
+#pragma omp for schedule(dynamic, 1)
+    for (int b = 0; b < count; ++b) gather(blocks[b], blocks[b + 1], w);
+  });
+}
+
 /// The positions [first, last) among rows[begin .. end-1] (a supernode's sorted row list) whose places in the
 /// target panel, relpos[rows[p]] (increasing with p), lie in [lo, hi).
 inline std::pair<int, int> positions_in(const index_t* rows, int begin, int end, const index_t* relpos, int lo,

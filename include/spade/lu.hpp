@@ -185,7 +185,7 @@ class LuFactor {
   void factor_supernode(index_t s, int team, const SparseMatrix& A, std::vector<index_t>& relpos,
                         std::vector<double>& work);
   // The updates of s's descendants into its L and U^T panels: on the calling thread (w: work_size_ entries), or
-  // on a team whose threads own blocks of the panels' rows (their workspaces allocated here).
+  // on a team whose threads own blocks of the panels' rows (workspaces in team_work_).
   void gather_updates(index_t s, const std::vector<index_t>& relpos, double* w);
   void gather_updates_on_team(index_t s, int team, const std::vector<index_t>& relpos);
 
