@@ -34,14 +34,13 @@ class SerialBlasScope {
 };
 
 // Multiply-adds of a level-3 operation per thread of its team: below this share another thread costs more (opening
-// the team, its share of the packing) than it saves (the grain at which the factorization has always added a BLAS
-// thread, supernodal_tree.hpp).
+// the team, its share of the packing) than it saves. Also the factorization's grain per thread for a supernode's
+// k m^2 and for the whole factor's work (supernodal_tree.hpp).
 constexpr double kMultiplyAddsPerThread = 4e6;
-// Matrix entries from which a level-2 product (gemv) is split, over every thread offered: a memory-bound product
-// streams faster on more cores, and one team size for all of them keeps the OpenMP runtime from resizing its team
-// between calls. Measured on the host solve (16 cores: docs/benchmarks/blas_threads.md), splitting from 65,536
-// entries (512 KB) over every thread beat teams sized to the product (one thread per 32K or 128K entries) by
-// 1.2-1.4x, and splitting from 9,216 entries (OpenBLAS's own threshold) was no better.
+// Matrix entries (512 KB) from which a level-2 product (gemv) is split, over every thread offered: a memory-bound
+// product streams faster on more cores, and one team size for all of them keeps the OpenMP runtime from resizing
+// its team between calls; teams sized to the product, and a lower threshold, were slower on the host solve
+// (docs/benchmarks/blas_threads.md).
 constexpr double kEntriesForTeam = 65536;
 
 /// Threads for `work` units at `grain` units per thread: work / grain, clamped to [1, most].
@@ -72,8 +71,8 @@ void parallel_gemm(char transa, char transb, int m, int n, int k, double alpha, 
 
 /// B = alpha op(A)^{-1} B (side 'L') or alpha B op(A)^{-1} (side 'R') (dtrsm's arguments), on at most `threads`
 /// threads: strips of B's columns (side 'L') or rows (side 'R'), which are independent. One column (side 'L') is a
-/// dtrsv on the caller: splitting a triangular solve's dependent blocks over a team was slower than one thread's
-/// solve on every factor measured (docs/benchmarks/blas_threads.md).
+/// dtrsv on the caller: a triangular solve's blocks depend on each other, and a team's barriers between them cost
+/// more than they save (docs/benchmarks/blas_threads.md).
 void parallel_trsm(char side, char uplo, char transa, char diag, int m, int n, double alpha, const double* a,
                    int lda, double* b, int ldb, int threads);
 

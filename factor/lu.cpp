@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
-#include <memory>
 #include <new>
 #include <numeric>
 #include <string>
@@ -135,7 +134,7 @@ void factor_diagonal_block(double* a, int k, int lda, index_t* ipiv, double tau,
       dgemm_("N", "N", &below, &cols, &nb, &minus_one, column(j0) + j0 + nb, &lda, a12, &lda, &one, a12 + nb, &lda);
   };
   const int team = threads_for(static_cast<double>(k) * k * k / 3, kMultiplyAddsPerThread, threads);
-  if (team == 1) {
+  if (team == 1) {  // on the caller: no nested team of one per supernode in the factorization's subtree phase
     for (int j0 = 0; j0 < k; j0 += kPanel) {
       const int nb = std::min(kPanel, k - j0), right = k - j0 - nb;
       factor_panel(j0, nb);

@@ -97,11 +97,9 @@ inline void plan_subtrees(const SymbolicFactor& S, int threads, std::vector<inde
   std::sort(top.begin(), top.end());  // children before parents
 }
 
-// Work (about k m^2 multiply-adds for a supernode of k columns and m rows) that keeps one thread busy.
-constexpr double kFlopsPerBlasThread = kMultiplyAddsPerThread;
-
 /// The threads of a factorization of S: `requested` when positive; for 0 (automatic) omp_get_max_threads(),
-/// but no more than one per kFlopsPerBlasThread of S's work (the sum of k m^2, as plan_subtrees counts it),
+/// but no more than one per kMultiplyAddsPerThread of S's work (the sum of k m^2 multiply-adds for supernodes of
+/// k columns and m rows, as plan_subtrees counts it),
 /// the grain below which a thread costs more (the parallel region, the subtrees' hand-out) than its share
 /// saves (the measurements: docs/BENCHMARKS.md, the LU on the 16-core host). Either is clamped to
 /// omp_get_num_procs().
@@ -113,16 +111,16 @@ inline int factorization_threads(const SymbolicFactor& S, int requested) {
       const double k = S.supernode_cols(s), m = S.supernode_rows(s);
       work += k * m * m;
     }
-    threads = static_cast<int>(std::clamp(work / kFlopsPerBlasThread, 1.0, static_cast<double>(threads)));
+    threads = threads_for(work, kMultiplyAddsPerThread, threads);
   }
   return std::max(1, std::min(threads, omp_get_num_procs()));
 }
 
 // Columns of the block of an update that one thread of a team computes with one gemm in the owner-computes
 // update of a supernode at the top of the tree, all of the update's rows in the thread's block of the panel at
-// once: each gemm packs both of its operands, so a thread's rows are not split further (at 128 rows a gemm the
-// factorization of lap3d 64^3 on two threads was 1.2x slower: docs/benchmarks/blas_threads.md), and 512 columns
-// bound its workspace (the block's rows x 512) while packing the rows' operand again only every 512 columns.
+// once: each gemm packs both of its operands, so a thread's rows are not split further (fewer rows a gemm repack
+// the columns' operand for fewer products: docs/benchmarks/blas_threads.md), and 512 columns bound its workspace
+// (the block's rows x 512) while packing the rows' operand again only every 512 columns.
 constexpr int kUpdateChunk = 512;
 
 /// Boundaries b[0] = 0 < ... < b.back() = rows of at most `blocks` consecutive row blocks of [0, rows), each of
@@ -145,8 +143,8 @@ std::vector<int> row_blocks(int rows, int blocks, Weight weight) {
 /// [lo, hi) of `blocks` (boundaries, from row_blocks), shared out over `team` threads (dynamic), w a workspace of
 /// (hi - lo) x kUpdateChunk entries private to the calling thread. No two blocks share a row, so the threads
 /// write disjoint rows and need no barrier between updates. The workspaces live in `team_work`, grown as needed
-/// and kept for the factorization's later teams (a fresh allocation per supernode had the system zero its new
-/// pages at first touch each time); the caller releases it after the factorization.
+/// and kept for the factorization's later teams, so that the system zeroes their pages once per factorization, not
+/// once per supernode; the caller releases it after the factorization.
 template <class Gather>
 void gather_on_team(int team, const std::vector<int>& blocks, std::vector<double>& team_work, Gather&& gather) {
   const int count = static_cast<int>(blocks.size()) - 1;
@@ -174,12 +172,11 @@ inline std::pair<int, int> positions_in(const index_t* rows, int begin, int end,
 
 /// Factors every supernode of S once, children before parents: the subtrees (plan_subtrees) on `threads` OpenMP
 /// threads, one supernode on one thread, then its top supernodes one after another, each on a team of no more
-/// threads than its work keeps busy (kFlopsPerBlasThread). Every BLAS call runs at one thread
+/// threads than its work keeps busy (kMultiplyAddsPerThread). Every BLAS call runs at one thread
 /// (core/parallel_blas.hpp): no BLAS or OpenMP setting of the process changes. factor(s, team, relpos, work)
 /// factors supernode s on `team` threads with a relpos workspace of n entries and a work workspace of work_size
-/// entries (a team allocates its own); done(first, last) reports a
-/// finished contiguous range. The first error of the lowest-numbered supernode is rethrown, so the report does
-/// not depend on the threads.
+/// entries (a team allocates its own); done(first, last) reports a finished contiguous range. The first error
+/// of the lowest-numbered supernode is rethrown, so the report does not depend on the threads.
 template <class Factor, class Done>
 void factor_over_tree(const SymbolicFactor& S, const std::vector<index_t>& subtree_roots,
                       const std::vector<index_t>& top, int threads, std::size_t work_size,
@@ -232,7 +229,7 @@ void factor_over_tree(const SymbolicFactor& S, const std::vector<index_t>& subtr
   if (!error) {
     auto team_of = [&](index_t s) {
       const double k = S.supernode_cols(s), m = S.supernode_rows(s);
-      return threads_for(k * m * m, kFlopsPerBlasThread, threads);
+      return threads_for(k * m * m, kMultiplyAddsPerThread, threads);
     };
     std::vector<index_t> relpos(S.n);
     std::vector<double> work(work_size);
