@@ -98,9 +98,9 @@ void print_placement(std::FILE* out, const SolveSummary& s) {
       else
         std::fprintf(out, "ready %.4f s after the factorization\n", p.partitioned_seconds);
     }
-    std::fprintf(out, "                 diagonal blocks inverted on the GPU: %d by the warp kernel, %d by cuSOLVER trtri "
-                      "+ cuBLAS trsm\n",
-                 p.small_inverses, p.large_inverses);
+    std::fprintf(out, "                 diagonal blocks inverted on the GPU: %d by the warp kernel, %d by the block "
+                      "kernel, %d by cuBLAS trsm or cuSOLVER trtri\n",
+                 p.small_inverses, p.mid_inverses, p.large_inverses);
     std::fprintf(out, "                 %.3f GiB on the device; plan %.4f s beside the factorization; values streamed "
                       "in %.4f s (%s); %.4f s visible after it\n",
                  p.device_bytes / 1073741824.0, p.plan_seconds, p.upload_seconds, p.pinned ? "pinned" : "pageable",
@@ -258,6 +258,7 @@ nlohmann::ordered_json to_json(const Report& report) {
                            {"kernels", {{"solve", "supernodal forward/backward sweeps: one warp per group or 32 x 32 "
                                                   "tile, dependency counters on the assembly tree"},
                                         {"inverse_warp", p.small_inverses},
+                                        {"inverse_block", p.mid_inverses},
                                         {"inverse_cusolver", p.large_inverses}}},
                            {"plan_seconds", p.plan_seconds},
                            {"upload_seconds", p.upload_seconds},

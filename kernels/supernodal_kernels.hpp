@@ -96,7 +96,7 @@ void launch_supernodal_backward(int K, const SupernodalView& view, const Superno
 /// finite in[i] is too large for FP32 (it would round to an infinity).
 void launch_round_to_single(const double* in, float* out, long long count, int* overflow, cudaStream_t stream);
 
-/// Loads the inversion kernel's module now (CUDA loads kernels lazily, at their first launch), so that the
+/// Loads the inversion kernels' module now (CUDA loads kernels lazily, at their first launch), so that the
 /// first factorization's uploads do not wait for it.
 void load_supernodal_kernels();
 
@@ -106,6 +106,21 @@ void load_supernodal_kernels();
 /// reported in status as kStatusZeroPivot with the permuted column.
 void launch_invert_small(const int* list, int count, const int* supernode_begin, const long long* row_ptr,
                          const long long* panel_offset, double* values, DeviceStatus* status, cudaStream_t stream);
+
+/// The widest diagonal block launch_invert_mid inverts: eight 32 x 32 tiles, one warp each.
+constexpr int kInvertMidColumns = 256;
+
+/// Selective inversion of the supernodes in list[0 .. count) whose diagonal block is 33 to
+/// kInvertMidColumns wide, in place on `values` (panels as in SupernodalView), in two launches for the whole
+/// list: V = L11^{-1} (one block per supernode: LAPACK's blocked trtri on 32 x 32 tiles, the diagonal tiles
+/// by Higham's method; zeros above the diagonal), then W = L21 V (blocks of 32 rows, up to row_blocks blocks
+/// per supernode; 0 when no supernode of the list has rows below its diagonal block). The reason for a
+/// kernel of our own at these sizes is the host's time: cuBLAS's trsm, the path of wider blocks, enqueues
+/// several launches per supernode, and the inversions of the last supernodes are what the caller waits for
+/// after a small factorization (docs/benchmarks/solve.md). A zero pivot is reported in status as
+/// kStatusZeroPivot with the permuted column.
+void launch_invert_mid(const int* list, int count, int row_blocks, const int* supernode_begin, const long long* row_ptr,
+                       const long long* panel_offset, double* values, DeviceStatus* status, cudaStream_t stream);
 
 /// The panels of an LU factor (include/spade/lu.hpp) in the layout of a Cholesky's, for the selective
 /// inversion, in two steps for the supernodes first .. last:

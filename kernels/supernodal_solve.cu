@@ -662,6 +662,126 @@ __global__ void __launch_bounds__(kInvertWarps * 32)
     for (int c = 0; c < k; ++c) panel[lane + static_cast<long long>(c) * m] = V[lane * dense::kTileLd + c];
 }
 
+// ---- selective inversion of mid-size supernodes (32 < k <= kInvertMidColumns) ----
+
+constexpr int kMidTiles = kInvertMidColumns / dense::kTile;  // tiles of the widest block: one warp each
+constexpr int kMidThreads = kMidTiles * 32;
+constexpr int kMidRows = 32;  // rows of W = L21 V per pass of mid_w_kernel's block
+constexpr std::size_t kMidInvertSmem = 2ull * kMidTiles * dense::kTileSmem * sizeof(double);
+constexpr std::size_t kMidWSmem = std::size_t(kMidRows) * (kInvertMidColumns + 1) * sizeof(double);
+
+/// V = L11^{-1} in place for the supernode list[blockIdx.x], one block each: LAPACK's blocked trtri for a
+/// lower triangle, right to left (Du Croz & Higham 1992; Higham, "Accuracy and Stability of Numerical
+/// Algorithms", 2nd ed., section 14.2.2), on 32 x 32 tiles. Each warp first inverts one diagonal tile
+/// (warp_invert_tile, into shared memory); then for the tile columns j from the last to the first, with the
+/// tiles right of j already inverted in place (X), warp w forms tile row i = j + 1 + w of
+///   X(i, j) = -(sum over p = j+1 .. i of X(i, p) L(p, j)) L(j, j)^{-1},
+/// every warp reading its L(p, j) before any warp writes the column. The diagonal tiles are written last,
+/// with zeros above the diagonal. Plain loads throughout: the kernel writes what it reads.
+__global__ void __launch_bounds__(kMidThreads)
+    invert_mid_kernel(const int* list, const int* supernode_begin, const long long* row_ptr,
+                      const long long* panel_offset, double* values, DeviceStatus* status) {
+  extern __shared__ __align__(16) double mid_smem[];
+  double* const inverse = mid_smem;                             // kMidTiles inverted diagonal tiles
+  double* const scratch = mid_smem + kMidTiles * dense::kTileSmem;  // per warp: inversion, then L(p, j)
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int s = list[blockIdx.x];
+  const int f = supernode_begin[s], k = supernode_begin[s + 1] - f;
+  const long long m = row_ptr[s + 1] - row_ptr[s];
+  double* const panel = values + panel_offset[s];
+  const int tiles = (k + 31) / 32;
+  double* const mine = scratch + warp * dense::kTileSmem;
+  if (warp < tiles) {
+    const int t0 = warp * 32, valid = min(32, k - t0);
+    double row[dense::kTile];
+#pragma unroll
+    for (int c = 0; c < dense::kTile; ++c)
+      row[c] = (lane < valid && c < valid) ? panel[(t0 + lane) + (t0 + c) * m] : (lane == c ? 1.0 : 0.0);
+    dense::warp_invert_tile(row, inverse + warp * dense::kTileSmem, mine, false, valid, status, f + t0);
+  }
+  __syncthreads();
+  for (int j = tiles - 2; j >= 0; --j) {
+    const int i = j + 1 + warp;
+    const bool active = i < tiles;
+    const int r = i * 32 + lane;  // this lane's row of tile row i
+    double y[dense::kTile];
+#pragma unroll
+    for (int c = 0; c < dense::kTile; ++c) y[c] = 0.0;
+    if (active) {
+      for (int p = j + 1; p <= i; ++p) {
+        // L(p, j) into this warp's scratch (row-major), rows and columns past k as zeros.
+        __syncwarp();
+        for (int c = 0; c < dense::kTile; ++c) {
+          const int row_p = p * 32 + lane, col = j * 32 + c;
+          mine[lane * dense::kTileLd + c] = row_p < k ? panel[row_p + col * m] : 0.0;
+        }
+        __syncwarp();
+        // X(i, p): the inverted diagonal tile when p == i, else the tile written at step p.
+        double x[dense::kTile];
+        if (p == i) {
+#pragma unroll
+          for (int q = 0; q < dense::kTile; ++q) x[q] = inverse[i * dense::kTileSmem + lane * dense::kTileLd + q];
+        } else {
+#pragma unroll
+          for (int q = 0; q < dense::kTile; ++q) x[q] = (r < k && p * 32 + q < k) ? panel[r + (p * 32 + q) * m] : 0.0;
+        }
+#pragma unroll
+        for (int q = 0; q < dense::kTile; ++q)
+#pragma unroll
+          for (int c = 0; c < dense::kTile; ++c) y[c] = fma(x[q], mine[q * dense::kTileLd + c], y[c]);
+      }
+    }
+    __syncthreads();  // column j's L(p, j) are read by every warp before any is overwritten
+    if (active && r < k) {
+      const double* d = inverse + j * dense::kTileSmem;
+#pragma unroll
+      for (int c = 0; c < dense::kTile; ++c) {
+        double sum = 0.0;
+#pragma unroll
+        for (int q = c; q < dense::kTile; ++q) sum = fma(y[q], d[q * dense::kTileLd + c], sum);
+        panel[r + (j * 32 + c) * m] = -sum;
+      }
+    }
+    __syncthreads();  // step j - 1 reads this column's X
+  }
+  if (warp < tiles) {
+    const int t0 = warp * 32, valid = min(32, k - t0);
+    const double* d = inverse + warp * dense::kTileSmem;
+    if (lane < valid)
+      for (int c = 0; c < valid; ++c) panel[(t0 + lane) + (t0 + c) * m] = c <= lane ? d[lane * dense::kTileLd + c] : 0.0;
+  }
+}
+
+/// W = L21 V in place for the supernode list[blockIdx.x] (V from invert_mid_kernel): blockIdx.y strides
+/// over its blocks of kMidRows rows, each staged whole in shared memory before its W is written.
+__global__ void __launch_bounds__(kMidThreads)
+    mid_w_kernel(const int* list, const int* supernode_begin, const long long* row_ptr,
+                 const long long* panel_offset, double* values) {
+  extern __shared__ __align__(16) double mid_smem[];
+  const int s = list[blockIdx.x];
+  const int k = supernode_begin[s + 1] - supernode_begin[s];
+  const long long m = row_ptr[s + 1] - row_ptr[s];
+  double* const panel = values + panel_offset[s];
+  const int ld = k + 1;
+  const int rr = threadIdx.x & (kMidRows - 1), group = threadIdx.x / kMidRows;
+  constexpr int kGroups = kMidThreads / kMidRows;
+  for (long long r0 = k + static_cast<long long>(blockIdx.y) * kMidRows; r0 < m; r0 += static_cast<long long>(gridDim.y) * kMidRows) {
+    const int rows = m - r0 < kMidRows ? static_cast<int>(m - r0) : kMidRows;
+    __syncthreads();  // the previous block of rows is read
+    for (int e = threadIdx.x; e < kMidRows * k; e += blockDim.x) {
+      const int i = e % kMidRows, c = e / kMidRows;
+      mid_smem[i * ld + c] = i < rows ? panel[(r0 + i) + c * m] : 0.0;
+    }
+    __syncthreads();
+    if (rr < rows)
+      for (int j = group; j < k; j += kGroups) {
+        double sum = 0.0;
+        for (int c = j; c < k; ++c) sum = fma(mid_smem[rr * ld + c], panel[c + j * m], sum);
+        panel[(r0 + rr) + j * m] = sum;
+      }
+  }
+}
+
 // ---- the panels of an LU factor ----
 
 constexpr int kLuPanelThreads = 128;
@@ -879,6 +999,13 @@ void launch_round_to_single(const double* in, float* out, long long count, int* 
 void load_supernodal_kernels() {
   int blocks = 0;
   SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, invert_small_kernel, kInvertWarps * 32, 0));
+  // Both mid-size kernels need more than the default 48 KB of dynamic shared memory.
+  SPADE_CUDA_CHECK(cudaFuncSetAttribute(invert_mid_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMidInvertSmem)));
+  SPADE_CUDA_CHECK(cudaFuncSetAttribute(mid_w_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMidWSmem)));
+  SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, invert_mid_kernel, kMidThreads, kMidInvertSmem));
+  if (blocks < 1) throw ResourceError("the mid-size inversion kernel does not fit on this GPU");
+  SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, mid_w_kernel, kMidThreads, kMidWSmem));
+  if (blocks < 1) throw ResourceError("the mid-size inversion kernel does not fit on this GPU");
 }
 
 void launch_move_diagonal_block(double* panel, long long m, int k, double* work, int* info, cudaStream_t stream) {
@@ -897,6 +1024,18 @@ void launch_invert_small(const int* list, int count, const int* supernode_begin,
   const int grid = (count + kInvertWarps - 1) / kInvertWarps;
   invert_small_kernel<<<grid, kInvertWarps * 32, 0, stream>>>(list, count, supernode_begin, row_ptr, panel_offset,
                                                               values, status);
+  SPADE_CUDA_CHECK_LAUNCH();
+}
+
+void launch_invert_mid(const int* list, int count, int row_blocks, const int* supernode_begin, const long long* row_ptr,
+                       const long long* panel_offset, double* values, DeviceStatus* status, cudaStream_t stream) {
+  if (count <= 0) return;
+  invert_mid_kernel<<<count, kMidThreads, kMidInvertSmem, stream>>>(list, supernode_begin, row_ptr, panel_offset, values,
+                                                                   status);
+  SPADE_CUDA_CHECK_LAUNCH();
+  if (row_blocks <= 0) return;
+  const dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(std::min(row_blocks, 65535)));
+  mid_w_kernel<<<grid, kMidThreads, kMidWSmem, stream>>>(list, supernode_begin, row_ptr, panel_offset, values);
   SPADE_CUDA_CHECK_LAUNCH();
 }
 

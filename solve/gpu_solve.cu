@@ -133,9 +133,12 @@ std::vector<long long> packed_u_offsets(const SymbolicFactor& S) {
 
 // ---- GpuSolvePlan ----
 
+static_assert(SupernodalSchedule::kMidInverse == kernels::kInvertMidColumns,
+              "the schedule's block-kernel inversions are those launch_invert_mid takes");
+
 struct GpuSolvePlan::Device {
   DeviceArray<double> values;
-  DeviceArray<int> row_indices, supernode_begin, parent, units, need, perm, small_list, large_info;
+  DeviceArray<int> row_indices, supernode_begin, parent, units, need, perm, small_list, mid_list, large_info;
   DeviceArray<long long> row_ptr, panel_offset;
   DeviceArray<kernels::SupernodalTask> tasks, backward_tasks;
   // A solve's workspace, twice: the passes of a solve of more than max_width right-hand sides alternate
@@ -158,8 +161,9 @@ struct GpuSolvePlan::Device {
   cudaEvent_t maps_copied = nullptr;  // the copies of host_rows_l and host_perm_r are done
   // A partitioned plan's: the factor's values as uploaded (its layout), the maps that place them
   // (kernels::MergedPanels), and the solve supernodes whose diagonal blocks an upload completed for the
-  // warp kernel to invert (pinned host list, copied to small_pending; written from the start after each
-  // begin_values, so an entry is never rewritten while its copy may be in flight).
+  // warp and block kernels to invert (pinned host list, copied to small_pending, each upload's warp
+  // kernel's list before its block kernel's; written from the start after each begin_values, so an entry
+  // is never rewritten while its copy may be in flight).
   DeviceArray<double> staged;
   DeviceArray<int> factor_begin, target_rows, column_offset, row_position, small_pending;
   DeviceArray<long long> factor_row_ptr, factor_panel_offset, target_offset;
@@ -197,7 +201,7 @@ GpuSolveMemory GpuSolvePlan::memory_estimate(const SymbolicFactor& S, const Supe
   m.factor = static_cast<std::size_t>(S.panel_offset.back()) * sizeof(double);
   m.pattern = static_cast<std::size_t>(S.row_ptr.back()) * sizeof(int) + ns * (5 * sizeof(int) + 2 * sizeof(long long)) +
               n * sizeof(int) + 2 * schedule.tasks.size() * sizeof(kernels::SupernodalTask) +
-              (schedule.small_inverse.size() + schedule.large_inverse.size()) * sizeof(int) +
+              (schedule.small_inverse.size() + schedule.mid_inverse.size() + schedule.large_inverse.size()) * sizeof(int) +
               2 * (2 * ns + 2) * sizeof(int);
   m.workspace = 2 * 3 * n * static_cast<std::size_t>(max_width) * sizeof(double);  // two lanes
   for (index_t s : schedule.large_inverse) {
@@ -277,6 +281,7 @@ GpuSolvePlan::GpuSolvePlan(SolveStructure structure, std::shared_ptr<const LuSym
   d.need = DeviceArray<int>(schedule_.need, st);
   d.perm = DeviceArray<int>(S.perm, st);
   d.small_list = DeviceArray<int>(schedule_.small_inverse, st);
+  d.mid_list = DeviceArray<int>(schedule_.mid_inverse, st);
   d.large_info = DeviceArray<int>(schedule_.large_inverse.size() * (lu_ ? 2 : 1), st);
   d.row_ptr = DeviceArray<long long>(converted<long long>(S.row_ptr), st);
   d.panel_offset = DeviceArray<long long>(converted<long long>(S.panel_offset), st);
@@ -450,22 +455,30 @@ void GpuSolvePlan::upload(const double* values, index_t first, index_t last) {
                                    d.row_position.get()};
   kernels::launch_scatter_panels(static_cast<int>(first), static_cast<int>(last), maps, d.staged.get(), d.values.get(), st);
   int* pending = d.small_pending_host->get() + d.small_pending_used;
+  std::vector<index_t> mid, large;
   int small = 0;
-  std::vector<index_t> large;
   for (index_t s = first; s <= last; ++s) {
     const index_t t = structure_.target[s];
     if (++arrived_[t] != structure_.parts[t]) continue;
-    if (S.supernode_cols(t) <= SupernodalSchedule::kSmallInverse)
+    const index_t k = S.supernode_cols(t);
+    if (k <= SupernodalSchedule::kSmallInverse)
       pending[small++] = static_cast<int>(t);
+    else if (k <= SupernodalSchedule::kMidInverse)
+      mid.push_back(t);
     else
       large.push_back(t);
   }
-  if (small > 0) {
+  std::copy(mid.begin(), mid.end(), pending + small);
+  const std::size_t listed = static_cast<std::size_t>(small) + mid.size();
+  if (listed > 0) {
     int* list = d.small_pending.get() + d.small_pending_used;
-    SPADE_CUDA_CHECK(cudaMemcpyAsync(list, pending, static_cast<std::size_t>(small) * sizeof(int), cudaMemcpyHostToDevice, st));
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(list, pending, listed * sizeof(int), cudaMemcpyHostToDevice, st));
     kernels::launch_invert_small(list, small, d.supernode_begin.get(), d.row_ptr.get(), d.panel_offset.get(),
                                  d.values.get(), d.status.get() + 1, st);
-    d.small_pending_used += static_cast<std::size_t>(small);
+    kernels::launch_invert_mid(list + small, static_cast<int>(mid.size()), mid_row_blocks(mid.data(), mid.data() + mid.size()),
+                               d.supernode_begin.get(), d.row_ptr.get(), d.panel_offset.get(), d.values.get(),
+                               d.status.get() + 1, st);
+    d.small_pending_used += listed;
   }
   for (index_t t : large) {
     const auto i = std::lower_bound(schedule_.large_inverse.begin(), schedule_.large_inverse.end(), t) -
@@ -485,8 +498,23 @@ void GpuSolvePlan::invert_range(double* values, int* info, index_t first, index_
   kernels::launch_invert_small(d.small_list.get() + small.first, static_cast<int>(small.second - small.first),
                                d.supernode_begin.get(), d.row_ptr.get(), d.panel_offset.get(), values,
                                d.status.get() + 1, upload_stream_);
+  const auto mid = range(schedule_.mid_inverse);
+  const index_t* mid_first = schedule_.mid_inverse.data() + mid.first;
+  kernels::launch_invert_mid(d.mid_list.get() + mid.first, static_cast<int>(mid.second - mid.first),
+                             mid_row_blocks(mid_first, mid_first + (mid.second - mid.first)), d.supernode_begin.get(),
+                             d.row_ptr.get(), d.panel_offset.get(), values, d.status.get() + 1, upload_stream_);
   const auto large = range(schedule_.large_inverse);
   for (auto i = large.first; i < large.second; ++i) invert_large(schedule_.large_inverse[i], values, info + i);
+}
+
+int GpuSolvePlan::mid_row_blocks(const index_t* first, const index_t* last) const {
+  // Blocks of rows below the diagonal block for the block kernel's second launch, per supernode: enough for
+  // its tallest panel, at most 16 (each block then strides over the rest).
+  constexpr long long kRows = 32, kMostBlocks = 16;
+  long long most = 0;
+  for (const index_t* s = first; s != last; ++s)
+    most = std::max(most, (symbolic_->supernode_rows(*s) - symbolic_->supernode_cols(*s) + kRows - 1) / kRows);
+  return static_cast<int>(std::min(most, kMostBlocks));
 }
 
 void GpuSolvePlan::upload_lu(const double* l_values, const double* u_values, index_t first, index_t last) {

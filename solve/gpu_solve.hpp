@@ -53,8 +53,9 @@ class GpuSolvePlan {
  public:
   /// Widest pass: right-hand sides solved together by one forward and one backward launch.
   static constexpr int kMaxWidth = 8;
-  /// Diagonal blocks wider than 32 and at most this wide are inverted by cuBLAS trsm on the identity, with
-  /// L11 in a k x k workspace (at most 32 MiB); wider ones by cuSOLVER trtri in place.
+  /// Diagonal blocks wider than SupernodalSchedule::kMidInverse and at most this wide are inverted by cuBLAS
+  /// trsm on the identity, with L11 in a k x k workspace (at most 32 MiB); wider ones by cuSOLVER trtri in
+  /// place.
   static constexpr int kTrsmInverseColumns = 2048;
 
   /// The plan's device memory for passes of `max_width` right-hand sides (1, 2, 4 or 8); `lu` for the plan
@@ -192,10 +193,12 @@ class GpuSolvePlan {
                int max_width);
   void reset_workspace();
   void warm_up_inversion();
+  /// launch_invert_mid's row_blocks for the supernodes [first, last) of the solve structure.
+  int mid_row_blocks(const index_t* first, const index_t* last) const;
   /// Selective inversion of supernodes first .. last of the panel set `values` on the upload stream; the
   /// large ones' trtri info goes to info[i] for large_inverse[i].
   void invert_range(double* values, int* info, index_t first, index_t last);
-  /// Selective inversion of a supernode wider than 32 on the upload stream (cuBLAS trsm, cuSOLVER trtri);
+  /// Selective inversion of a supernode wider than kMidInverse on the upload stream (cuBLAS trsm, cuSOLVER trtri);
   /// trtri's info goes to the device int `info`.
   void invert_large(index_t s, double* values, int* info);
 

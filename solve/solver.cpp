@@ -471,6 +471,7 @@ struct Solver::Impl {
     r.tree_height = s.height;
     r.critical_columns = s.critical_columns;
     r.small_inverses = static_cast<index_t>(s.small_inverse.size());
+    r.mid_inverses = static_cast<index_t>(s.mid_inverse.size());
     r.large_inverses = static_cast<index_t>(s.large_inverse.size());
     r.plan_seconds = seconds_since(t0);
     report.plan = r;

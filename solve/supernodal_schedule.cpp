@@ -184,8 +184,11 @@ SupernodalSchedule build_schedule(const SymbolicFactor& S) {
   }
   out.tasks = std::move(forward);
 
-  for (index_t s = 0; s < ns; ++s)
-    (S.supernode_cols(s) <= Schedule::kSmallInverse ? out.small_inverse : out.large_inverse).push_back(s);
+  for (index_t s = 0; s < ns; ++s) {
+    const index_t k = S.supernode_cols(s);
+    (k <= Schedule::kSmallInverse ? out.small_inverse : k <= Schedule::kMidInverse ? out.mid_inverse : out.large_inverse)
+        .push_back(s);
+  }
   return out;
 }
 

@@ -52,9 +52,11 @@ struct SupernodalSchedule {
   /// a round trip to memory.
   static constexpr offset_t kGroupEntries = 512;
   static constexpr index_t kGroupColumns = 64;
-  /// Supernodes at most this wide are inverted by one warp on the GPU (32 x 32 tiles); wider ones by
-  /// cuSOLVER's trtri and cuBLAS's trsm.
+  /// Supernodes at most kSmallInverse wide are inverted by one warp on the GPU (a 32 x 32 tile), those at
+  /// most kMidInverse wide by one thread block each (32 x 32 tiles, kernels/supernodal_kernels.hpp
+  /// launch_invert_mid), wider ones by cuBLAS's trsm or cuSOLVER's trtri.
   static constexpr index_t kSmallInverse = 32;
+  static constexpr index_t kMidInverse = 256;
 
   /// The tasks in the order the forward sweep hands them out: by decreasing distance to the root (a task's
   /// level: 1 for a root's tiles, one more per supernode below), the highest-level-first rule of Hu ("Parallel
@@ -71,9 +73,10 @@ struct SupernodalSchedule {
   std::vector<index_t> units;  ///< tasks that finish a tiled supernode (its tiles); 0 inside groups
   std::vector<index_t> need;   ///< forward in-degree in tasks: tiles of tiled children plus groups whose
                                ///< subtree roots are children; 0 inside groups
-  /// Supernodes whose diagonal block is inverted by the warp kernel (k <= kSmallInverse) and the others,
-  /// each ascending.
+  /// Supernodes whose diagonal block is inverted by the warp kernel (k <= kSmallInverse), by the block
+  /// kernel (k <= kMidInverse) and by cuBLAS or cuSOLVER (the others), each ascending.
   std::vector<index_t> small_inverse;
+  std::vector<index_t> mid_inverse;
   std::vector<index_t> large_inverse;
 
   index_t tiled_supernodes = 0;

@@ -91,7 +91,8 @@ TEST(Schedule, OneDenseSupernode) {
   ASSERT_EQ(s.tasks.size(), 10u);
   EXPECT_EQ(s.units[0], 10);
   EXPECT_EQ(s.need[0], 0);
-  EXPECT_EQ(s.large_inverse, std::vector<index_t>{0});
+  EXPECT_EQ(s.mid_inverse, std::vector<index_t>{0});
+  EXPECT_TRUE(s.large_inverse.empty());
 }
 
 /// Checks every invariant the kernels rely on.
@@ -187,7 +188,13 @@ void check_invariants(const SymbolicFactor& S, const Schedule& s, const std::str
     EXPECT_EQ(s.need[j], releases[j]) << what << ": supernode " << j;
   }
   EXPECT_EQ(tiled, s.tiled_supernodes);
-  EXPECT_EQ(s.small_inverse.size() + s.large_inverse.size(), static_cast<std::size_t>(ns));
+  EXPECT_EQ(s.small_inverse.size() + s.mid_inverse.size() + s.large_inverse.size(), static_cast<std::size_t>(ns));
+  for (index_t j : s.small_inverse) EXPECT_LE(S.supernode_cols(j), Schedule::kSmallInverse) << what;
+  for (index_t j : s.mid_inverse) {
+    EXPECT_GT(S.supernode_cols(j), Schedule::kSmallInverse) << what;
+    EXPECT_LE(S.supernode_cols(j), Schedule::kMidInverse) << what;
+  }
+  for (index_t j : s.large_inverse) EXPECT_GT(S.supernode_cols(j), Schedule::kMidInverse) << what;
 }
 
 TEST(Schedule, InvariantsOnGeneratedMatrices) {

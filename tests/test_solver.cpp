@@ -343,34 +343,91 @@ TEST(GpuPlan, SelectiveInversionMatchesTheHostReference) {
   }
 }
 
+/// A matrix whose first supernode (natural order, no relaxation) is k columns wide with `below` rows under
+/// its diagonal block: a dense k x k block, coupled densely to `below` further rows on a path, and one last
+/// row coupled to column k only (to none when below is 0), so that column k does not join the supernode.
+/// Random entries (seed in `seed`), diagonally dominant.
+SparseMatrix supernode_of_width(index_t k, index_t below, unsigned& seed) {
+  seed = std::random_device{}();
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  const index_t n = k + below + 1;
+  std::vector<std::int64_t> r, c;
+  std::vector<double> v;
+  const auto add = [&](index_t i, index_t j, double x) {
+    r.push_back(i), c.push_back(j), v.push_back(x);
+    if (i != j) r.push_back(j), c.push_back(i), v.push_back(x);
+  };
+  for (index_t j = 0; j < k; ++j) {
+    add(j, j, 4.0 * n);
+    for (index_t i = j + 1; i < k + below; ++i) add(i, j, u(rng));
+  }
+  for (index_t i = k; i < n; ++i) {
+    add(i, i, 4.0 * n);
+    if (i + 1 < n && i + 1 < k + below) add(i + 1, i, u(rng));
+  }
+  if (below > 0) add(n - 1, k, u(rng));  // else the last row stands alone
+  return SparseMatrix::from_triplets(n, n, r, c, v);
+}
+
+TEST(GpuPlan, BlockKernelInversionAtEveryTileAndRowBlockCount) {
+  SPADE_REQUIRE_GPU();
+  // launch_invert_mid's widths, 33 to 256 (two to eight tiles, the last one partial or full), with no rows,
+  // one, one block of 32, a partial second block and more blocks than a supernode gets (16), so that its
+  // blocks stride; 32 and 257 on either side go to the warp kernel and to cuBLAS.
+  AnalyzeOptions natural;
+  natural.ordering = OrderingMethod::natural;
+  natural.supernodes.relax = false;
+  const std::pair<index_t, index_t> cases[] = {{32, 40},  {33, 1},  {48, 600}, {64, 32},  {65, 33},  {100, 0},
+                                               {128, 97}, {129, 31}, {200, 64}, {255, 5}, {256, 517}, {257, 40}};
+  for (const auto& [k, below] : cases) {
+    unsigned seed = 0;
+    const SparseMatrix A = supernode_of_width(k, below, seed);
+    const NumericFactor F(analyze(A, natural), A);
+    const SymbolicFactor& S = F.symbolic();
+    const std::string what = "k " + std::to_string(k) + ", rows below " + std::to_string(below) + ", seed " +
+                             std::to_string(seed) + ": ";
+    ASSERT_EQ(S.supernode_cols(0), k) << what;
+    ASSERT_EQ(S.supernode_rows(0), k + below) << what;
+    const auto plan = plan_for(F);
+    std::vector<double> reference = F.values(), device(reference.size(), std::nan(""));
+    invert_supernodes_reference(S, reference.data());
+    plan->copy_values_to_host(device.data());
+    ASSERT_NO_FATAL_FAILURE(check_inverted_panels(S, device, reference, 64.0, what));
+  }
+}
+
 TEST(GpuPlan, AZeroPivotInAWideBlockIsSingularWithItsColumn) {
   SPADE_REQUIRE_GPU();
-  // Values that no factorization makes (a Cholesky factor has no zero pivot): the wide blocks' inversion
-  // (trsm on the identity) must still report one, with the column in the original numbering.
-  const SparseMatrix A = laplacian_2d(60, 60);
-  const NumericFactor F(analyze(A), A);
-  const SymbolicFactor& S = F.symbolic();
-  index_t wide = -1;
-  for (index_t s = 0; s < S.num_supernodes; ++s)
-    if (S.supernode_cols(s) > SupernodalSchedule::kSmallInverse) wide = s;
-  ASSERT_GE(wide, 0);
-  std::vector<double> values = F.values();
-  const index_t i = S.supernode_cols(wide) / 2;
-  values[S.panel_offset[wide] + i + static_cast<offset_t>(i) * S.supernode_rows(wide)] = 0.0;
-  GpuSolvePlan plan(F.symbolic_ptr(), build_schedule(S));
-  plan.begin_values();
-  plan.upload(values.data(), 0, S.num_supernodes - 1);
-  try {
-    plan.finish_values(F.generation());
-    FAIL() << "no error";
-  } catch (const NumericalError& e) {
-    EXPECT_EQ(e.kind(), NumericalError::Kind::singular);
-    EXPECT_EQ(e.index(), S.perm[S.supernode_begin[wide] + i]);
+  // Values that no factorization makes (a Cholesky factor has no zero pivot): the wide blocks' inversions
+  // (the block kernel up to kMidInverse, trsm on the identity above) must still report one, with the
+  // column in the original numbering.
+  for (const SparseMatrix& A : {laplacian_2d(60, 60), dense_spd(300)}) {
+    const NumericFactor F(analyze(A), A);
+    const SymbolicFactor& S = F.symbolic();
+    index_t wide = -1;
+    for (index_t s = 0; s < S.num_supernodes; ++s)
+      if (S.supernode_cols(s) > SupernodalSchedule::kSmallInverse) wide = s;
+    ASSERT_GE(wide, 0);
+    SCOPED_TRACE("a block " + std::to_string(S.supernode_cols(wide)) + " wide");
+    std::vector<double> values = F.values();
+    const index_t i = S.supernode_cols(wide) / 2;
+    values[S.panel_offset[wide] + i + static_cast<offset_t>(i) * S.supernode_rows(wide)] = 0.0;
+    GpuSolvePlan plan(F.symbolic_ptr(), build_schedule(S));
+    plan.begin_values();
+    plan.upload(values.data(), 0, S.num_supernodes - 1);
+    try {
+      plan.finish_values(F.generation());
+      FAIL() << "no error";
+    } catch (const NumericalError& e) {
+      EXPECT_EQ(e.kind(), NumericalError::Kind::singular);
+      EXPECT_EQ(e.index(), S.perm[S.supernode_begin[wide] + i]);
+    }
+    // The plan takes the good values afterwards.
+    plan.begin_values();
+    plan.upload(F.values().data(), 0, S.num_supernodes - 1);
+    EXPECT_NO_THROW(plan.finish_values(F.generation()));
   }
-  // The plan takes the good values afterwards.
-  plan.begin_values();
-  plan.upload(F.values().data(), 0, S.num_supernodes - 1);
-  EXPECT_NO_THROW(plan.finish_values(F.generation()));
 }
 
 TEST(GpuPlan, PartitionedInverseMatchesTheHostReference) {

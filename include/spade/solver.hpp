@@ -130,7 +130,8 @@ struct GpuPlanReport {
   /// device memory or failed (the per-supernode plan solves instead); empty otherwise.
   std::string partitioned_problem;
   index_t small_inverses = 0;      ///< diagonal blocks inverted by the warp kernel (at most 32 wide)
-  index_t large_inverses = 0;      ///< by cuSOLVER trtri and cuBLAS trsm
+  index_t mid_inverses = 0;        ///< by the block kernel, one thread block each (33 to 256 wide)
+  index_t large_inverses = 0;      ///< by cuBLAS trsm or cuSOLVER trtri (wider)
   double plan_seconds = 0;         ///< building the plan, beside the factorization (0 when reused)
   double upload_seconds = 0;       ///< first value upload to the last inversion
   double visible_seconds = 0;      ///< what the caller waited for after the host factorization returned
