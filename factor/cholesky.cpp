@@ -53,7 +53,7 @@ NumericFactor::NumericFactor(std::shared_ptr<const SymbolicFactor> symbolic, con
   if (!symbolic_) throw InvalidInput("factorize: no symbolic analysis given");
   // No more threads than the machine has processors: more only oversubscribe, and under a memory limit
   // the extra OpenMP and OpenBLAS threads (stacks, BLAS buffers) are what runs out first.
-  threads_ = detail::factorization_threads(*symbolic_, options.threads);
+  threads_ = detail::factorization_threads(*symbolic_, options.threads, options.processors_left);
   try {
     values_.resize(static_cast<std::size_t>(symbolic_->panel_offset.back()));
   } catch (const std::bad_alloc&) {

@@ -252,7 +252,7 @@ LuFactor::LuFactor(std::shared_ptr<const LuSymbolic> symbolic, const SparseMatri
   if (!symbolic_ || !symbolic_->structure) throw InvalidInput("factorize: no LU analysis given");
   if (!(pivot_tolerance_ > 0 && pivot_tolerance_ <= 1))
     throw InvalidInput("factorize: the pivot tolerance must lie in (0, 1], got " + std::to_string(pivot_tolerance_));
-  threads_ = detail::factorization_threads(*symbolic_->structure, options.threads);
+  threads_ = detail::factorization_threads(*symbolic_->structure, options.threads, options.processors_left);
   const SymbolicFactor& S = structure();
   try {
     l_values_.resize(static_cast<std::size_t>(S.panel_offset.back()));

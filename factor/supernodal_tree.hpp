@@ -102,8 +102,8 @@ inline void plan_subtrees(const SymbolicFactor& S, int threads, std::vector<inde
 /// k columns and m rows, as plan_subtrees counts it),
 /// the grain below which a thread costs more (the parallel region, the subtrees' hand-out) than its share
 /// saves (the measurements: docs/BENCHMARKS.md, the LU on the 16-core host). Either is clamped to
-/// omp_get_num_procs().
-inline int factorization_threads(const SymbolicFactor& S, int requested) {
+/// omp_get_num_procs() - processors_left, and to at least one.
+inline int factorization_threads(const SymbolicFactor& S, int requested, int processors_left) {
   int threads = requested > 0 ? requested : omp_get_max_threads();
   if (requested <= 0) {
     double work = 0;
@@ -113,7 +113,7 @@ inline int factorization_threads(const SymbolicFactor& S, int requested) {
     }
     threads = threads_for(work, kMultiplyAddsPerThread, threads);
   }
-  return std::max(1, std::min(threads, omp_get_num_procs()));
+  return std::max(1, std::min(threads, omp_get_num_procs() - std::max(processors_left, 0)));
 }
 
 // Columns of the block of an update that one thread of a team computes with one gemm in the owner-computes

@@ -296,6 +296,23 @@ struct Solver::Impl {
   RangeQueue queue;
   std::atomic<bool> streaming{false};
 
+  // The plan's thread of the last factorization. Once it no longer touches the plan, the queue or the
+  // factorization's state it sets plan_fed, which the factorization waits for instead of the thread's exit:
+  // a thread's exit and join took longer than the rest of that wait on small factors
+  // (docs/benchmarks/solve.md). The thread is joined later (join_plan_worker).
+  std::thread plan_worker;
+  std::mutex plan_fed_mutex;
+  std::condition_variable plan_fed_cv;
+  bool plan_fed = false;
+
+  void join_plan_worker() {
+    if (plan_worker.joinable()) plan_worker.join();
+  }
+  void wait_plan_fed() {
+    std::unique_lock<std::mutex> lock(plan_fed_mutex);
+    plan_fed_cv.wait(lock, [this] { return plan_fed; });
+  }
+
   // The partitioned inverse's thread. Under partitioned_mutex: the band and pieces it chose (once per
   // analysis, published before it builds its plan, so that factorize() reports them without waiting for
   // the plan), and the word that lets it upload (`partitioned_go`: the values and their generation, once
@@ -314,7 +331,10 @@ struct Solver::Impl {
   Impl() = default;
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
-  ~Impl() { stop_partitioned(); }
+  ~Impl() {
+    stop_partitioned();
+    join_plan_worker();
+  }
 
   void set_phase(const std::string& name, double seconds, double gflops = 0) {
     for (PhaseTime& p : report.phases)
@@ -483,7 +503,7 @@ struct Solver::Impl {
   /// before this factorization (a refactorization), page-locked here for the uploads; a first
   /// factorization's values are uploaded from pageable memory, since a failing constructor frees them
   /// and registered memory must outlive its registration. Sets `problem` to why the GPU cannot take the
-  /// factor; exceptions go to `error`.
+  /// factor; exceptions go to `error`. Sets plan_fed last.
   void feed_plan(const double* existing, const std::atomic<bool>& factor_failed, std::string& problem,
                  std::exception_ptr& error) {
     std::vector<RangeQueue::Range> ranges;
@@ -524,6 +544,11 @@ struct Solver::Impl {
     }
     while (queue.pop_all(ranges)) {
     }  // drain what a failed plan left
+    {
+      std::lock_guard<std::mutex> lock(plan_fed_mutex);
+      plan_fed = true;
+    }
+    plan_fed_cv.notify_all();
   }
 
   /// Whether this factorization gets a partitioned inverse: asked for, a Cholesky factor, no failure of it
@@ -756,10 +781,10 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
                        ", the analysis was of order " + std::to_string(s.symbolic->n));
   // The partitioned inverse's uploads read the factor's values, which this factorization replaces.
   s.stop_partitioned();
+  s.join_plan_worker();
   s.A = A;
   const bool try_gpu = placement != Placement::cpu && s.device_ok;
 
-  std::thread worker;
   std::atomic<bool> factor_failed{false};
   std::string problem;
   std::exception_ptr gpu_error;
@@ -768,7 +793,9 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
     s.streaming = true;
     // A Cholesky factor's values are page-locked for a refactorization's uploads; an LU's go up pageable.
     const double* existing = s.factor ? s.factor->values().data() : nullptr;
-    worker = start_thread("GPU plan", [&, existing] { s.feed_plan(existing, factor_failed, problem, gpu_error); });
+    s.plan_fed = false;
+    s.plan_worker =
+        start_thread("GPU plan", [&, existing] { s.feed_plan(existing, factor_failed, problem, gpu_error); });
     if (s.wants_partitioned()) {
       s.partitioned_go = s.partitioned_cancel = false;
       s.partitioned_finished = false;
@@ -778,11 +805,16 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
         factor_failed = true;
         s.streaming = false;
         s.queue.close();
-        worker.join();
+        s.join_plan_worker();
         throw;
       }
     }
   }
+  // The plan's thread takes a processor of its own beside a first factorization (a refactorization keeps
+  // its factor's threads): with a factoring thread on every processor it waited for the scheduler each
+  // time a range arrived, and the wait after a small factorization grew from tenths of a millisecond to
+  // several (docs/benchmarks/solve.md).
+  const int processors_left = try_gpu ? 1 : 0;
   const auto t0 = Clock::now();
   try {
     if (s.lu_symbolic) {
@@ -791,6 +823,7 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
       } else {
         LuFactorOptions fo;
         fo.threads = s.options.threads;
+        fo.processors_left = processors_left;
         fo.pivot_tolerance = s.lu_pivot_tolerance;
         fo.progress = [impl = &s](const LuFactor& f, index_t first, index_t last) {
           if (impl->streaming) impl->queue.push({f.l_values().data(), f.u_values().data(), first, last});
@@ -804,6 +837,7 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
     } else {
       FactorOptions fo;
       fo.threads = s.options.threads;
+      fo.processors_left = processors_left;
       fo.progress = [impl = &s](const NumericFactor& f, index_t first, index_t last) {
         if (impl->streaming) impl->queue.push({f.values().data(), nullptr, first, last});
       };
@@ -813,7 +847,7 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
     factor_failed = true;
     s.streaming = false;
     s.queue.close();
-    if (worker.joinable()) worker.join();
+    s.join_plan_worker();
     s.stop_partitioned();
     if (s.plan) s.plan->begin_values();  // the device copy is not of any valid factor
     throw;
@@ -823,7 +857,7 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
   s.queue.close();
   const auto returned = Clock::now();
   s.factor_returned = returned;
-  if (worker.joinable()) worker.join();
+  if (s.plan_worker.joinable()) s.wait_plan_fed();
   const double flops = s.lu_symbolic ? s.lu_symbolic->flops : s.symbolic->flops;
   s.report.threads = s.lu ? s.lu->threads() : s.factor->threads();
   if (s.lu) s.report.perturbed_pivots = s.lu->perturbed_pivots();

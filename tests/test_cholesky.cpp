@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <omp.h>
 #include <optional>
 #include <random>
 #include <set>
@@ -306,6 +307,31 @@ TEST(CholeskyErrors, NotPositiveDefiniteInsideATeamNamesTheColumn) {
     EXPECT_EQ(e.kind(), NumericalError::Kind::not_positive_definite);
     EXPECT_EQ(e.index(), 300);
   }
+}
+
+TEST(Cholesky, ProcessorsLeftToTheCallerClampTheThreads) {
+  // processors_left lowers the ceiling of omp_get_num_procs() (never below one thread), for a requested
+  // count and for the automatic one; the factor is the same to rounding.
+  const SparseMatrix A = laplacian_3d(24, 24, 24);
+  const auto S = analyze(A);
+  const int procs = omp_get_num_procs();
+  FactorOptions all, left;
+  all.threads = left.threads = procs;
+  left.processors_left = 1;
+  const NumericFactor F(S, A, all), G(S, A, left);
+  EXPECT_EQ(F.threads(), procs);
+  EXPECT_EQ(G.threads(), std::max(1, procs - 1));
+  double diff = 0, scale = 0;  // the teams split the updates by their thread count: not bitwise equal
+  for (std::size_t p = 0; p < F.values().size(); ++p) {
+    diff = std::max(diff, std::abs(F.values()[p] - G.values()[p]));
+    scale = std::max(scale, std::abs(F.values()[p]));
+  }
+  EXPECT_LE(diff, 1e3 * std::numeric_limits<double>::epsilon() * scale);
+  FactorOptions automatic;
+  automatic.processors_left = procs;
+  EXPECT_EQ(NumericFactor(S, A, automatic).threads(), 1);
+  left.threads = 0;
+  EXPECT_LE(NumericFactor(S, A, left).threads(), std::max(1, procs - 1));
 }
 
 TEST(Cholesky, RefactorizeReusesTheAnalysis) {

@@ -331,7 +331,7 @@ void check_inverted_panels(const SymbolicFactor& S, const std::vector<double>& d
 
 TEST(GpuPlan, SelectiveInversionMatchesTheHostReference) {
   SPADE_REQUIRE_GPU();
-  // Widths from 1 to several hundred: the warp kernel (<= 32) and cuSOLVER/cuBLAS (wider).
+  // Widths from 1 to several hundred: the warp kernel (<= 32), the block kernel (<= 256), cuBLAS (wider).
   for (const auto& A : {laplacian_3d(18, 18, 18, Stencil::twenty_seven_point), laplacian_2d(90, 80), dense_spd(300)}) {
     const NumericFactor F(analyze(A), A);
     const auto plan = plan_for(F);

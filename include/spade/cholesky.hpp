@@ -33,9 +33,13 @@ struct FactorOptions {
   /// this many threads (no more than one per 4e6 of its k m^2). 0 means automatic: omp_get_max_threads()
   /// (OMP_NUM_THREADS), but no more than the factor's work keeps busy (one thread per 4e6 of the sum of k m^2
   /// over the supernodes, factor/supernodal_tree.hpp; a small matrix factors faster on fewer threads). Either is
-  /// clamped to omp_get_num_procs(); threads() reports the count used. BLAS runs at one thread a call, and the
-  /// calling thread's OpenMP count is as it was after.
+  /// clamped to omp_get_num_procs() - processors_left; threads() reports the count used. BLAS runs at one
+  /// thread a call, and the calling thread's OpenMP count is as it was after.
   int threads = 0;
+  /// Processors left to the caller's other threads: the threads are clamped to omp_get_num_procs() minus
+  /// this many (at least one). The Solver leaves one to the thread that feeds the GPU solve plan beside
+  /// the factorization, which otherwise waits for a processor each time a range of supernodes arrives.
+  int processors_left = 0;
   /// Called as supernodes become final (see FactorProgress); empty for none. Kept for refactorize().
   FactorProgress progress;
 };

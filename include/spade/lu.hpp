@@ -95,8 +95,10 @@ struct LuFactorOptions {
   /// Threads, as FactorOptions::threads of the Cholesky: independent subtrees on this many OpenMP threads,
   /// then a team of up to this many on each large supernode at the top; BLAS at one thread a call.
   /// 0 means automatic, as for the Cholesky: omp_get_max_threads(), no more than the factor's work keeps
-  /// busy. Clamped to omp_get_num_procs(); threads() reports the count used.
+  /// busy. Clamped to omp_get_num_procs() - processors_left; threads() reports the count used.
   int threads = 0;
+  /// Processors left to the caller's other threads, as FactorOptions::processors_left.
+  int processors_left = 0;
   /// Called as supernodes become final (see LuProgress); empty for none. Kept for refactorize().
   LuProgress progress;
   /// A pivot of magnitude below pivot_tolerance * ||M||_1 is replaced by that value (M the permuted and

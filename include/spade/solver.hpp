@@ -79,7 +79,9 @@ Factorization parse_factorization(const std::string& name);
 struct SolverOptions {
   AnalyzeOptions analyze;                      ///< ordering and supernode relaxation (of the LU's too)
   Factorization factorization = Factorization::cholesky;  ///< see the file comment
-  int threads = 0;  ///< factorization and host solve; 0 = automatic (FactorOptions::threads); at most omp_get_num_procs()
+  /// Factorization and host solve; 0 = automatic (FactorOptions::threads); at most omp_get_num_procs(), and
+  /// one fewer while the GPU solve plan is fed beside a factorization (FactorOptions::processors_left).
+  int threads = 0;
   Placement placement = Placement::automatic;  ///< see the file comment
   RefineOptions refine;                        ///< for solve_refined
   /// Bytes of device memory the GPU solve may take; 0: the GPU's free memory. A plan that needs more is
