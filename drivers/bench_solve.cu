@@ -17,7 +17,8 @@
 //     is (the steady state of many solves per factorization).
 // Medians of repeated runs after warm-up. Prints one markdown table, the device and the command line;
 // --json writes the same figures for scripts/plot_benchmarks.py (drivers/bench_json.hpp). --band-sweep
-// prints instead, per matrix, the partitioned inverse's solve at every band against the band rule's estimate.
+// prints instead, per matrix, the partitioned inverse's solve at every band against the band rule's estimate;
+// --visible-reps N the wait after the factorization over N fresh Solvers per matrix (its spread).
 #include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 #include <cusparse.h>
@@ -568,6 +569,52 @@ Row run_matrix(const std::string& name, double bandwidth, int threads, int reps,
   return row;
 }
 
+/// The p-th quantile (0..1) of v, by the nearest rank.
+double quantile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+/// --visible-reps N: the wait after the factorization, which moves by milliseconds from run to run on small
+/// factors (host scheduling), over N fresh Solvers of one matrix (analyze, factorize, refactorize each):
+/// median, 10th and 90th percentiles and the largest, of the first factorization's and the
+/// refactorization's, beside the median factorization time. Prints one table row.
+void visible_reps(const std::string& name, int threads, int reps, bool partitioned) {
+  const spade::SparseMatrix A = load(name);
+  std::vector<double> factor, visible, refactor, revisible;
+  for (int r = 0; r < reps; ++r) {
+    spade::SolverOptions options;
+    options.placement = spade::Placement::gpu;
+    options.threads = threads;
+    options.partitioned_inverse = partitioned;
+    spade::Solver solver(options);
+    solver.analyze(A);
+    const auto numeric = [&]() -> double {
+      for (const spade::PhaseTime& p : solver.report().phases)
+        if (p.name == "numeric") return p.seconds;
+      return NAN;
+    };
+    solver.factorize(A);
+    factor.push_back(numeric());
+    visible.push_back(solver.report().plan->visible_seconds);
+    solver.wait_for_partitioned_inverse();
+    solver.factorize(A);
+    refactor.push_back(numeric());
+    revisible.push_back(solver.report().plan->visible_seconds);
+    solver.wait_for_partitioned_inverse();
+  }
+  const auto cell = [](const std::vector<double>& v) {
+    char text[96];
+    std::snprintf(text, sizeof text, "%.2f (%.2f-%.2f, %.2f)", median(v) * 1e3, quantile(v, 0.1) * 1e3,
+                  quantile(v, 0.9) * 1e3, *std::max_element(v.begin(), v.end()) * 1e3);
+    return std::string(text);
+  };
+  std::printf("| %s | %d | %.2f | %s | %.1f%% | %.2f | %s | %.1f%% |\n", name.c_str(), reps, median(factor) * 1e3,
+              cell(visible).c_str(), 100 * median(visible) / median(factor), median(refactor) * 1e3,
+              cell(revisible).c_str(), 100 * median(revisible) / median(refactor));
+  std::fflush(stdout);
+}
+
 /// --band-sweep: the partitioned inverse's plan at every band of one matrix's factor, measured against the
 /// band rule's estimate (partition_estimate, one sweep; doubled here for the two), one right-hand side on
 /// the device, median of 20 after 3 warm-up solves (CUDA events). Prints one table row per band, up to the
@@ -691,7 +738,23 @@ int main(int argc, char** argv) {
   app.add_flag("--band-sweep", sweep_bands,
                "instead of the table: the partitioned inverse's plan at every band of each factor, measured against "
                "the band rule's estimate");
+  int visible_runs = 0;
+  app.add_option("--visible-reps", visible_runs,
+                 "instead of the table: the wait after the factorization over this many fresh Solvers per matrix");
   CLI11_PARSE(app, argc, argv);
+  if (visible_runs > 0) {
+    try {
+      std::printf("device: %s\nhost threads: %d\n\n", spade::gpu_description().c_str(), threads);
+      std::printf("| matrix | Solvers | factor ms (median) | visible ms: median (10th-90th percentile, largest) | "
+                  "visible / factor (medians) | refactor ms | visible after it, ms | visible / refactor |\n"
+                  "|---|---|---|---|---|---|---|---|\n");
+      for (const std::string& name : matrices) visible_reps(name, threads, visible_runs, !no_partitioned);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_solve: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  }
   if (sweep_bands) {
     try {
       std::printf("device: %s\nhost threads: %d\n\n", spade::gpu_description().c_str(), threads);
