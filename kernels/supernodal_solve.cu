@@ -663,97 +663,24 @@ __global__ void __launch_bounds__(kInvertWarps * 32)
 }
 
 // ---- selective inversion of mid-size supernodes (32 < k <= kInvertMidColumns) ----
+//
+// Both steps solve with the original L11 by substitution, as cuBLAS's trsm does for wider blocks: the
+// residuals W L11 - L21 and L11 V - I stay of the order of eps |W| |L11| and eps |L11| |V| (Du Croz &
+// Higham, "Stability of methods for matrix inversion", IMA J. Numer. Anal. 12, 1992), which is what the
+// solve's backward error rests on. Forming W as L21 V, or V from already inverted trailing blocks, carries
+// the inverse's forward error, up to cond(L11) eps, into the solve (an LU's ill-conditioned U11 blocks
+// showed it). Hence W first, then V in place.
 
 constexpr int kMidTiles = kInvertMidColumns / dense::kTile;  // tiles of the widest block: one warp each
 constexpr int kMidThreads = kMidTiles * 32;
-constexpr int kMidRows = 32;  // rows of W = L21 V per pass of mid_w_kernel's block
-constexpr std::size_t kMidInvertSmem = 2ull * kMidTiles * dense::kTileSmem * sizeof(double);
+constexpr int kMidRows = 32;  // rows of W per block of mid_w_kernel
+constexpr std::size_t kMidInvertSmem = (2ull * kMidTiles + 1) * dense::kTileSmem * sizeof(double);
 constexpr std::size_t kMidWSmem = std::size_t(kMidRows) * (kInvertMidColumns + 1) * sizeof(double);
 
-/// V = L11^{-1} in place for the supernode list[blockIdx.x], one block each: LAPACK's blocked trtri for a
-/// lower triangle, right to left (Du Croz & Higham 1992; Higham, "Accuracy and Stability of Numerical
-/// Algorithms", 2nd ed., section 14.2.2), on 32 x 32 tiles. Each warp first inverts one diagonal tile
-/// (warp_invert_tile, into shared memory); then for the tile columns j from the last to the first, with the
-/// tiles right of j already inverted in place (X), warp w forms tile row i = j + 1 + w of
-///   X(i, j) = -(sum over p = j+1 .. i of X(i, p) L(p, j)) L(j, j)^{-1},
-/// every warp reading its L(p, j) before any warp writes the column. The diagonal tiles are written last,
-/// with zeros above the diagonal. Plain loads throughout: the kernel writes what it reads.
-__global__ void __launch_bounds__(kMidThreads)
-    invert_mid_kernel(const int* list, const int* supernode_begin, const long long* row_ptr,
-                      const long long* panel_offset, double* values, DeviceStatus* status) {
-  extern __shared__ __align__(16) double mid_smem[];
-  double* const inverse = mid_smem;                             // kMidTiles inverted diagonal tiles
-  double* const scratch = mid_smem + kMidTiles * dense::kTileSmem;  // per warp: inversion, then L(p, j)
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int s = list[blockIdx.x];
-  const int f = supernode_begin[s], k = supernode_begin[s + 1] - f;
-  const long long m = row_ptr[s + 1] - row_ptr[s];
-  double* const panel = values + panel_offset[s];
-  const int tiles = (k + 31) / 32;
-  double* const mine = scratch + warp * dense::kTileSmem;
-  if (warp < tiles) {
-    const int t0 = warp * 32, valid = min(32, k - t0);
-    double row[dense::kTile];
-#pragma unroll
-    for (int c = 0; c < dense::kTile; ++c)
-      row[c] = (lane < valid && c < valid) ? panel[(t0 + lane) + (t0 + c) * m] : (lane == c ? 1.0 : 0.0);
-    dense::warp_invert_tile(row, inverse + warp * dense::kTileSmem, mine, false, valid, status, f + t0);
-  }
-  __syncthreads();
-  for (int j = tiles - 2; j >= 0; --j) {
-    const int i = j + 1 + warp;
-    const bool active = i < tiles;
-    const int r = i * 32 + lane;  // this lane's row of tile row i
-    double y[dense::kTile];
-#pragma unroll
-    for (int c = 0; c < dense::kTile; ++c) y[c] = 0.0;
-    if (active) {
-      for (int p = j + 1; p <= i; ++p) {
-        // L(p, j) into this warp's scratch (row-major), rows and columns past k as zeros.
-        __syncwarp();
-        for (int c = 0; c < dense::kTile; ++c) {
-          const int row_p = p * 32 + lane, col = j * 32 + c;
-          mine[lane * dense::kTileLd + c] = row_p < k ? panel[row_p + col * m] : 0.0;
-        }
-        __syncwarp();
-        // X(i, p): the inverted diagonal tile when p == i, else the tile written at step p.
-        double x[dense::kTile];
-        if (p == i) {
-#pragma unroll
-          for (int q = 0; q < dense::kTile; ++q) x[q] = inverse[i * dense::kTileSmem + lane * dense::kTileLd + q];
-        } else {
-#pragma unroll
-          for (int q = 0; q < dense::kTile; ++q) x[q] = (r < k && p * 32 + q < k) ? panel[r + (p * 32 + q) * m] : 0.0;
-        }
-#pragma unroll
-        for (int q = 0; q < dense::kTile; ++q)
-#pragma unroll
-          for (int c = 0; c < dense::kTile; ++c) y[c] = fma(x[q], mine[q * dense::kTileLd + c], y[c]);
-      }
-    }
-    __syncthreads();  // column j's L(p, j) are read by every warp before any is overwritten
-    if (active && r < k) {
-      const double* d = inverse + j * dense::kTileSmem;
-#pragma unroll
-      for (int c = 0; c < dense::kTile; ++c) {
-        double sum = 0.0;
-#pragma unroll
-        for (int q = c; q < dense::kTile; ++q) sum = fma(y[q], d[q * dense::kTileLd + c], sum);
-        panel[r + (j * 32 + c) * m] = -sum;
-      }
-    }
-    __syncthreads();  // step j - 1 reads this column's X
-  }
-  if (warp < tiles) {
-    const int t0 = warp * 32, valid = min(32, k - t0);
-    const double* d = inverse + warp * dense::kTileSmem;
-    if (lane < valid)
-      for (int c = 0; c < valid; ++c) panel[(t0 + lane) + (t0 + c) * m] = c <= lane ? d[lane * dense::kTileLd + c] : 0.0;
-  }
-}
-
-/// W = L21 V in place for the supernode list[blockIdx.x] (V from invert_mid_kernel): blockIdx.y strides
-/// over its blocks of kMidRows rows, each staged whole in shared memory before its W is written.
+/// W = L21 L11^{-1} in place (W L11 = L21 by substitution with the original L11, before it is inverted) for
+/// the supernode list[blockIdx.x]: blockIdx.y strides over its blocks of kMidRows rows, each staged in
+/// shared memory. Per tile of 32 columns, from the last to the first: the columns right of it (solved)
+/// are subtracted by all threads, then one warp solves the tile's triangle, a row per lane.
 __global__ void __launch_bounds__(kMidThreads)
     mid_w_kernel(const int* list, const int* supernode_begin, const long long* row_ptr,
                  const long long* panel_offset, double* values) {
@@ -763,22 +690,116 @@ __global__ void __launch_bounds__(kMidThreads)
   const long long m = row_ptr[s + 1] - row_ptr[s];
   double* const panel = values + panel_offset[s];
   const int ld = k + 1;
-  const int rr = threadIdx.x & (kMidRows - 1), group = threadIdx.x / kMidRows;
-  constexpr int kGroups = kMidThreads / kMidRows;
-  for (long long r0 = k + static_cast<long long>(blockIdx.y) * kMidRows; r0 < m; r0 += static_cast<long long>(gridDim.y) * kMidRows) {
+  const int tiles = (k + 31) / 32;
+  for (long long r0 = k + static_cast<long long>(blockIdx.y) * kMidRows; r0 < m;
+       r0 += static_cast<long long>(gridDim.y) * kMidRows) {
     const int rows = m - r0 < kMidRows ? static_cast<int>(m - r0) : kMidRows;
-    __syncthreads();  // the previous block of rows is read
+    __syncthreads();  // the previous block of rows is written back
     for (int e = threadIdx.x; e < kMidRows * k; e += blockDim.x) {
       const int i = e % kMidRows, c = e / kMidRows;
       mid_smem[i * ld + c] = i < rows ? panel[(r0 + i) + c * m] : 0.0;
     }
+    for (int t = tiles - 1; t >= 0; --t) {
+      const int c0 = t * 32, c1 = min(k, c0 + 32);
+      __syncthreads();
+      // Subtract the solved columns c1 .. k-1 from the tile's columns.
+      if (c1 < k)
+        for (int e = threadIdx.x; e < kMidRows * (c1 - c0); e += blockDim.x) {
+          const int i = e % kMidRows, c = c0 + e / kMidRows;
+          double sum = mid_smem[i * ld + c];
+          for (int q = c1; q < k; ++q) sum = fma(-mid_smem[i * ld + q], panel[q + c * m], sum);
+          mid_smem[i * ld + c] = sum;
+        }
+      __syncthreads();
+      // The tile's triangle: lane i solves row i, column c1 - 1 down to c0.
+      if (threadIdx.x < kMidRows)
+        for (int c = c1 - 1; c >= c0; --c) {
+          double w = mid_smem[threadIdx.x * ld + c];
+          for (int q = c + 1; q < c1; ++q) w = fma(-mid_smem[threadIdx.x * ld + q], panel[q + c * m], w);
+          mid_smem[threadIdx.x * ld + c] = w / panel[c + c * m];
+        }
+    }
     __syncthreads();
-    if (rr < rows)
-      for (int j = group; j < k; j += kGroups) {
-        double sum = 0.0;
-        for (int c = j; c < k; ++c) sum = fma(mid_smem[rr * ld + c], panel[c + j * m], sum);
-        panel[(r0 + rr) + j * m] = sum;
+    for (int e = threadIdx.x; e < kMidRows * k; e += blockDim.x) {
+      const int i = e % kMidRows, c = e / kMidRows;
+      if (i < rows) panel[(r0 + i) + c * m] = mid_smem[i * ld + c];
+    }
+  }
+}
+
+/// V = L11^{-1} in place for the supernode list[blockIdx.x], one block each, by block forward substitution
+/// L11 V = I on 32 x 32 tiles: the diagonal tiles inverted first, one warp each (warp_invert_tile,
+/// Higham's method, into shared memory); then for each tile column j in turn, tile rows p = j, j + 1, ...
+/// are finished one after another, V(p, j) = -L(p, p)^{-1} sum over q = j .. p-1 of L(p, q) V(q, j)
+/// (V(j, j) = L(j, j)^{-1}), and each finished tile is added into the sums of the rows below it at once,
+/// warp i holding row i's sum. A tile of L is overwritten only after its last read: column j's tiles of
+/// L are read while column j is solved, and later columns read columns right of j only. Plain loads: the
+/// kernel writes what it reads.
+__global__ void __launch_bounds__(kMidThreads)
+    invert_mid_kernel(const int* list, const int* supernode_begin, const long long* row_ptr,
+                      const long long* panel_offset, double* values, DeviceStatus* status) {
+  extern __shared__ __align__(16) double mid_smem[];
+  double* const inverse = mid_smem;                                 // the inverted diagonal tiles
+  double* const scratch = mid_smem + kMidTiles * dense::kTileSmem;  // per warp
+  double* const finished = scratch + kMidTiles * dense::kTileSmem;  // V(p, j) of the current step
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int s = list[blockIdx.x];
+  const int f = supernode_begin[s], k = supernode_begin[s + 1] - f;
+  const long long m = row_ptr[s + 1] - row_ptr[s];
+  double* const panel = values + panel_offset[s];
+  const int tiles = (k + 31) / 32;
+  double* const mine = scratch + warp * dense::kTileSmem;
+  const int r = warp * 32 + lane;  // this lane's row of L11 (of tile row `warp`)
+  if (warp < tiles) {
+    const int valid = min(32, k - warp * 32);
+    double row[dense::kTile];
+#pragma unroll
+    for (int c = 0; c < dense::kTile; ++c)
+      row[c] = (lane < valid && c < valid) ? panel[r + (warp * 32 + c) * m] : (lane == c ? 1.0 : 0.0);
+    dense::warp_invert_tile(row, inverse + warp * dense::kTileSmem, mine, false, valid, status, f + warp * 32);
+  }
+  __syncthreads();
+  for (int j = 0; j < tiles; ++j) {
+    double sum[dense::kTile];  // row r of warp's tile row's sum, sum over finished q of L(warp, q) V(q, j)
+#pragma unroll
+    for (int c = 0; c < dense::kTile; ++c) sum[c] = 0.0;
+    for (int p = j; p < tiles; ++p) {
+      if (warp == p) {
+        // V(p, j): the inverted diagonal tile, or -L(p, p)^{-1} times the sum (staged in this warp's scratch).
+        const double* d = inverse + p * dense::kTileSmem;
+        if (p == j) {
+#pragma unroll
+          for (int c = 0; c < dense::kTile; ++c) finished[lane * dense::kTileLd + c] = d[lane * dense::kTileLd + c];
+        } else {
+#pragma unroll
+          for (int c = 0; c < dense::kTile; ++c) mine[lane * dense::kTileLd + c] = sum[c];
+          __syncwarp();
+#pragma unroll
+          for (int c = 0; c < dense::kTile; ++c) {
+            double v = 0.0;
+#pragma unroll
+            for (int q = 0; q < dense::kTile; ++q) v = fma(d[lane * dense::kTileLd + q], mine[q * dense::kTileLd + c], v);
+            finished[lane * dense::kTileLd + c] = -v;
+          }
+        }
+        __syncwarp();
+        if (r < k)
+          for (int c = 0; c < dense::kTile && j * 32 + c < k; ++c)
+            panel[r + (j * 32 + c) * m] = (p == j && c > lane) ? 0.0 : finished[lane * dense::kTileLd + c];
       }
+      __syncthreads();  // V(p, j) is in `finished`
+      if (warp > p && warp < tiles) {
+        // sum(warp) += L(warp, p) V(p, j); L(warp, p) is read here for the last time when p == j.
+        double l[dense::kTile];
+#pragma unroll
+        for (int q = 0; q < dense::kTile; ++q) l[q] = (r < k && p * 32 + q < k) ? panel[r + (p * 32 + q) * m] : 0.0;
+#pragma unroll
+        for (int q = 0; q < dense::kTile; ++q)
+#pragma unroll
+          for (int c = 0; c < dense::kTile; ++c) sum[c] = fma(l[q], finished[q * dense::kTileLd + c], sum[c]);
+      }
+      __syncthreads();  // `finished` is read before the next V(p, j) replaces it
+    }
   }
 }
 
@@ -1030,12 +1051,13 @@ void launch_invert_small(const int* list, int count, const int* supernode_begin,
 void launch_invert_mid(const int* list, int count, int row_blocks, const int* supernode_begin, const long long* row_ptr,
                        const long long* panel_offset, double* values, DeviceStatus* status, cudaStream_t stream) {
   if (count <= 0) return;
+  if (row_blocks > 0) {  // W first: it solves with L11 before L11 is inverted
+    const dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(std::min(row_blocks, 65535)));
+    mid_w_kernel<<<grid, kMidThreads, kMidWSmem, stream>>>(list, supernode_begin, row_ptr, panel_offset, values);
+    SPADE_CUDA_CHECK_LAUNCH();
+  }
   invert_mid_kernel<<<count, kMidThreads, kMidInvertSmem, stream>>>(list, supernode_begin, row_ptr, panel_offset, values,
                                                                    status);
-  SPADE_CUDA_CHECK_LAUNCH();
-  if (row_blocks <= 0) return;
-  const dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(std::min(row_blocks, 65535)));
-  mid_w_kernel<<<grid, kMidThreads, kMidWSmem, stream>>>(list, supernode_begin, row_ptr, panel_offset, values);
   SPADE_CUDA_CHECK_LAUNCH();
 }
 
