@@ -424,6 +424,22 @@ spade::SparseMatrix load(const std::string& name) {
   return spade::read_matrix_market(spade::testing::matrix_path(name + ".mtx.gz"));
 }
 
+/// The options of every Solver here: the GPU solve, `threads` host threads, the partitioned inverse or not.
+spade::SolverOptions gpu_options(int threads, bool partitioned) {
+  spade::SolverOptions options;
+  options.placement = spade::Placement::gpu;
+  options.threads = threads;
+  options.partitioned_inverse = partitioned;
+  return options;
+}
+
+/// The host factorization's time in the last factorize() (the report's "numeric" phase).
+double numeric_seconds(const spade::Report& report) {
+  for (const spade::PhaseTime& p : report.phases)
+    if (p.name == "numeric") return p.seconds;
+  return NAN;
+}
+
 Row run_matrix(const std::string& name, double bandwidth, int threads, int reps, bool baselines, bool partitioned) {
   Row row;
   row.name = name;
@@ -431,25 +447,16 @@ Row run_matrix(const std::string& name, double bandwidth, int threads, int reps,
   const index_t n = A.rows();
   row.n = n;
   row.nnz_a = A.nnz();
-  spade::SolverOptions options;
-  options.placement = spade::Placement::gpu;
-  options.threads = threads;
-  options.partitioned_inverse = partitioned;
-  spade::Solver solver(options);
+  spade::Solver solver(gpu_options(threads, partitioned));
   solver.analyze(A);
   solver.factorize(A);
   const spade::Report& report = solver.report();
-  auto numeric_seconds = [&]() -> double {
-    for (const spade::PhaseTime& p : report.phases)
-      if (p.name == "numeric") return p.seconds;
-    return NAN;
-  };
-  row.factor = numeric_seconds();
+  row.factor = numeric_seconds(report);
   row.plan = report.plan->plan_seconds;
   row.visible = report.plan->visible_seconds;
   if (solver.wait_for_partitioned_inverse()) row.ready = report.plan->partitioned_seconds;
   solver.factorize(A);  // a refactorization: the plan is reused, only values stream
-  row.refactor = numeric_seconds();
+  row.refactor = numeric_seconds(report);
   row.revisible = report.plan->visible_seconds;
   // The solves below are timed on the partitioned inverse where there is one (the steady state).
   if (solver.wait_for_partitioned_inverse()) row.reready = report.plan->partitioned_seconds;
@@ -583,23 +590,14 @@ void visible_reps(const std::string& name, int threads, int reps, bool partition
   const spade::SparseMatrix A = load(name);
   std::vector<double> factor, visible, refactor, revisible;
   for (int r = 0; r < reps; ++r) {
-    spade::SolverOptions options;
-    options.placement = spade::Placement::gpu;
-    options.threads = threads;
-    options.partitioned_inverse = partitioned;
-    spade::Solver solver(options);
+    spade::Solver solver(gpu_options(threads, partitioned));
     solver.analyze(A);
-    const auto numeric = [&]() -> double {
-      for (const spade::PhaseTime& p : solver.report().phases)
-        if (p.name == "numeric") return p.seconds;
-      return NAN;
-    };
     solver.factorize(A);
-    factor.push_back(numeric());
+    factor.push_back(numeric_seconds(solver.report()));
     visible.push_back(solver.report().plan->visible_seconds);
     solver.wait_for_partitioned_inverse();
     solver.factorize(A);
-    refactor.push_back(numeric());
+    refactor.push_back(numeric_seconds(solver.report()));
     revisible.push_back(solver.report().plan->visible_seconds);
     solver.wait_for_partitioned_inverse();
   }
