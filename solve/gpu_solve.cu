@@ -508,7 +508,7 @@ void GpuSolvePlan::invert_range(double* values, int* info, index_t first, index_
 }
 
 int GpuSolvePlan::mid_row_blocks(const index_t* first, const index_t* last) const {
-  // Blocks of rows below the diagonal block for the block kernel's second launch, per supernode: enough for
+  // Blocks of 32 rows below the diagonal block for the block kernel's W launch, per supernode: enough for
   // its tallest panel, at most 16 (each block then strides over the rest).
   constexpr long long kRows = 32, kMostBlocks = 16;
   long long most = 0;
