@@ -112,16 +112,17 @@ constexpr int kInvertMidColumns = 256;
 
 /// Selective inversion of the supernodes in list[0 .. count) whose diagonal block is 33 to
 /// kInvertMidColumns wide, in place on `values` (panels as in SupernodalView), in two launches for the whole
-/// list, both by substitution with the original L11 as cuBLAS's trsm: W = L21 L11^{-1} (W L11 = L21, blocks
-/// of 32 rows, up to row_blocks blocks per supernode; 0 when no supernode of the list has rows below its
-/// diagonal block), then V = L11^{-1} (L11 V = I by block forward substitution on 32 x 32 tiles, one
+/// list, both by substitution with the original L11 as cuBLAS's trsm: W = L21 L11^{-1} (W L11 = L21, in
+/// blocks of 32 rows; rows_below: the most rows below the diagonal block among the list's supernodes, 0 for
+/// none), then V = L11^{-1} (L11 V = I by block forward substitution on 32 x 32 tiles, one
 /// thread block per supernode, the diagonal tiles inverted by Higham's method; zeros above the diagonal).
 /// The reason for a kernel of our own at these sizes is the host's time: cuBLAS's trsm, the path of wider
 /// blocks, enqueues several launches per supernode, and the inversions of the last supernodes are what the
 /// caller waits for after a small factorization (docs/benchmarks/solve.md). A zero pivot is reported in
 /// status as kStatusZeroPivot with the permuted column.
-void launch_invert_mid(const int* list, int count, int row_blocks, const int* supernode_begin, const long long* row_ptr,
-                       const long long* panel_offset, double* values, DeviceStatus* status, cudaStream_t stream);
+void launch_invert_mid(const int* list, int count, long long rows_below, const int* supernode_begin,
+                       const long long* row_ptr, const long long* panel_offset, double* values, DeviceStatus* status,
+                       cudaStream_t stream);
 
 /// The panels of an LU factor (include/spade/lu.hpp) in the layout of a Cholesky's, for the selective
 /// inversion, in two steps for the supernodes first .. last:

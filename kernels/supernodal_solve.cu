@@ -667,9 +667,8 @@ __global__ void __launch_bounds__(kInvertWarps * 32)
 // Both steps solve with the original L11 by substitution, as cuBLAS's trsm does for wider blocks: the
 // residuals W L11 - L21 and L11 V - I stay of the order of eps |W| |L11| and eps |L11| |V| (Du Croz &
 // Higham, "Stability of methods for matrix inversion", IMA J. Numer. Anal. 12, 1992), which is what the
-// solve's backward error rests on. Forming W as L21 V, or V from already inverted trailing blocks, carries
-// the inverse's forward error, up to cond(L11) eps, into the solve (an LU's ill-conditioned U11 blocks
-// showed it). Hence W first, then V in place.
+// solve's backward error rests on. Forming W as L21 V, or V from already inverted trailing blocks, would
+// carry the inverse's forward error, up to cond(L11) eps, into the solve. Hence W first, then V in place.
 
 constexpr int kMidTiles = kInvertMidColumns / dense::kTile;  // tiles of the widest block: one warp each
 constexpr int kMidThreads = kMidTiles * 32;
@@ -1048,11 +1047,15 @@ void launch_invert_small(const int* list, int count, const int* supernode_begin,
   SPADE_CUDA_CHECK_LAUNCH();
 }
 
-void launch_invert_mid(const int* list, int count, int row_blocks, const int* supernode_begin, const long long* row_ptr,
-                       const long long* panel_offset, double* values, DeviceStatus* status, cudaStream_t stream) {
+void launch_invert_mid(const int* list, int count, long long rows_below, const int* supernode_begin,
+                       const long long* row_ptr, const long long* panel_offset, double* values, DeviceStatus* status,
+                       cudaStream_t stream) {
   if (count <= 0) return;
-  if (row_blocks > 0) {  // W first: it solves with L11 before L11 is inverted
-    const dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(std::min(row_blocks, 65535)));
+  if (rows_below > 0) {  // W first: it solves with L11 before L11 is inverted
+    // Blocks of kMidRows rows per supernode: enough for the tallest panel, at most 16 (each block then
+    // strides over the rest).
+    const long long row_blocks = std::min<long long>((rows_below + kMidRows - 1) / kMidRows, 16);
+    const dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(row_blocks));
     mid_w_kernel<<<grid, kMidThreads, kMidWSmem, stream>>>(list, supernode_begin, row_ptr, panel_offset, values);
     SPADE_CUDA_CHECK_LAUNCH();
   }

@@ -475,7 +475,7 @@ void GpuSolvePlan::upload(const double* values, index_t first, index_t last) {
     SPADE_CUDA_CHECK(cudaMemcpyAsync(list, pending, listed * sizeof(int), cudaMemcpyHostToDevice, st));
     kernels::launch_invert_small(list, small, d.supernode_begin.get(), d.row_ptr.get(), d.panel_offset.get(),
                                  d.values.get(), d.status.get() + 1, st);
-    kernels::launch_invert_mid(list + small, static_cast<int>(mid.size()), mid_row_blocks(mid.data(), mid.data() + mid.size()),
+    kernels::launch_invert_mid(list + small, static_cast<int>(mid.size()), most_rows_below(mid.data(), mid.data() + mid.size()),
                                d.supernode_begin.get(), d.row_ptr.get(), d.panel_offset.get(), d.values.get(),
                                d.status.get() + 1, st);
     d.small_pending_used += listed;
@@ -501,20 +501,17 @@ void GpuSolvePlan::invert_range(double* values, int* info, index_t first, index_
   const auto mid = range(schedule_.mid_inverse);
   const index_t* mid_first = schedule_.mid_inverse.data() + mid.first;
   kernels::launch_invert_mid(d.mid_list.get() + mid.first, static_cast<int>(mid.second - mid.first),
-                             mid_row_blocks(mid_first, mid_first + (mid.second - mid.first)), d.supernode_begin.get(),
+                             most_rows_below(mid_first, mid_first + (mid.second - mid.first)), d.supernode_begin.get(),
                              d.row_ptr.get(), d.panel_offset.get(), values, d.status.get() + 1, upload_stream_);
   const auto large = range(schedule_.large_inverse);
   for (auto i = large.first; i < large.second; ++i) invert_large(schedule_.large_inverse[i], values, info + i);
 }
 
-int GpuSolvePlan::mid_row_blocks(const index_t* first, const index_t* last) const {
-  // Blocks of 32 rows below the diagonal block for the block kernel's W launch, per supernode: enough for
-  // its tallest panel, at most 16 (each block then strides over the rest).
-  constexpr long long kRows = 32, kMostBlocks = 16;
+long long GpuSolvePlan::most_rows_below(const index_t* first, const index_t* last) const {
   long long most = 0;
   for (const index_t* s = first; s != last; ++s)
-    most = std::max(most, (symbolic_->supernode_rows(*s) - symbolic_->supernode_cols(*s) + kRows - 1) / kRows);
-  return static_cast<int>(std::min(most, kMostBlocks));
+    most = std::max<long long>(most, symbolic_->supernode_rows(*s) - symbolic_->supernode_cols(*s));
+  return most;
 }
 
 void GpuSolvePlan::upload_lu(const double* l_values, const double* u_values, index_t first, index_t last) {

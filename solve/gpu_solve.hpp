@@ -193,8 +193,8 @@ class GpuSolvePlan {
                int max_width);
   void reset_workspace();
   void warm_up_inversion();
-  /// launch_invert_mid's row_blocks for the supernodes [first, last) of the solve structure.
-  int mid_row_blocks(const index_t* first, const index_t* last) const;
+  /// The most rows below the diagonal block among the supernodes [first, last) of the solve structure.
+  long long most_rows_below(const index_t* first, const index_t* last) const;
   /// Selective inversion of supernodes first .. last of the panel set `values` on the upload stream; the
   /// large ones' trtri info goes to info[i] for large_inverse[i].
   void invert_range(double* values, int* info, index_t first, index_t last);

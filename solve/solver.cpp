@@ -811,9 +811,8 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
     }
   }
   // The plan's thread takes a processor of its own beside a first factorization (a refactorization keeps
-  // its factor's threads): with a factoring thread on every processor it waited for the scheduler each
-  // time a range arrived, and the wait after a small factorization grew from tenths of a millisecond to
-  // several (docs/benchmarks/solve.md).
+  // its factor's threads): with a factoring thread on every processor it waits for the scheduler each time
+  // a range arrives, and the caller waits for it after the factorization (docs/benchmarks/solve.md).
   const int processors_left = try_gpu ? 1 : 0;
   const auto t0 = Clock::now();
   try {
