@@ -56,13 +56,17 @@ struct SupernodalWorkspace {
 };
 
 /// One pass: right-hand sides b (n x nrhs, column-major, leading dimension ldb, original numbering) and the
-/// solution x_out (same shape, leading dimension ldx); nrhs <= K. x_out may equal b.
+/// solution x_out (same shape, leading dimension ldx); nrhs <= K. x_out may equal b. scale_in and scale_out
+/// are null or n values (original numbering): the forward sweep reads scale_in[i] b(i, j) and the backward
+/// sweep writes scale_out[i] x(i, j) (an LU's row and column scalings, at no launch of their own).
 struct SupernodalPass {
   const double* b;
   long long ldb;
   double* x_out;
   long long ldx;
   int nrhs;
+  const double* scale_in;
+  const double* scale_out;
   /// Null, or 6 x num_tasks timestamps (ns, %globaltimer) that the sweeps write for a diagnosis of the
   /// critical path: forward task t (of `tasks`) {taken, dependencies met, done} at 3t .. 3t+2, backward
   /// task t (of `backward_tasks`) at 3 (num_tasks + t) ..; a group's "dependencies met" comes after its

@@ -118,6 +118,17 @@ __device__ inline void stamp(const SupernodalPass& p, long long slot) {
   p.trace[slot] = now;
 }
 
+/// The pass's right-hand side b(orig, j), scaled by scale_in[orig] where the pass has a scaling.
+__device__ inline double pass_rhs(const SupernodalPass& p, long long orig, int j) {
+  const double b = p.b[orig + j * p.ldb];
+  return p.scale_in != nullptr ? p.scale_in[orig] * b : b;
+}
+
+/// Writes the solution's x(orig, j), scaled by scale_out[orig] where the pass has a scaling.
+__device__ inline void write_solution(const SupernodalPass& p, long long orig, int j, double x) {
+  p.x_out[orig + j * p.ldx] = p.scale_out != nullptr ? p.scale_out[orig] * x : x;
+}
+
 /// Loads *p (in FP64), or 0 where `inside` is false, without ever forming an address outside the data (the
 /// load reads a zero in device memory instead; see warp_load_tile in kernels/dense_trsv.cuh).
 template <typename V>
@@ -211,7 +222,7 @@ __device__ bool forward_tile(const SupernodalView& v, const SupernodalWorkspace&
   double* rs = scratch;
   warp_copy<K>(rs, kTile * K, [&](int e) {
     const int c = e / K, j = e % K;
-    return c < ncols && j < p.nrhs ? p.b[v.perm[n.f + col0 + c] + j * p.ldb] : 0.0;
+    return c < ncols && j < p.nrhs ? pass_rhs(p, v.perm[n.f + col0 + c], j) : 0.0;
   });
   if (row0 == col0) {  // one tile per column block: it clears that block's backward sums
     for (int e = lane; e < ncols * K; e += 32) w.x[base + e] = 0.0;
@@ -310,7 +321,7 @@ __device__ void forward_group(const SupernodalView& v, const SupernodalWorkspace
   for (int c = lane; c < hi - lo; c += 32) {
     const long long orig = v.perm[lo + c];
 #pragma unroll
-    for (int j = 0; j < K; ++j) sm.rhs[c * K + j] = j < p.nrhs ? p.b[orig + j * p.ldb] : 0.0;
+    for (int j = 0; j < K; ++j) sm.rhs[c * K + j] = j < p.nrhs ? pass_rhs(p, orig, j) : 0.0;
   }
   stage_group<K, V>(v, first, last, sm);
   __syncwarp();
@@ -474,7 +485,7 @@ __device__ bool backward_tile(const SupernodalView& v, const SupernodalWorkspace
       for (int i = 0; i < K; ++i) {
         const int e = e0 + lane + 32 * i, j = e % K;
         if (e >= n.k * K) continue;
-        if (j < p.nrhs) p.x_out[orig[i] + static_cast<long long>(j) * p.ldx] = xv[i];
+        if (j < p.nrhs) write_solution(p, orig[i], j, xv[i]);
         w.acc[first + e] = 0.0;
         if (n.k > kTile) w.y[first + e] = 0.0;
       }
@@ -590,7 +601,7 @@ __device__ bool backward_group(const SupernodalView& v, const SupernodalWorkspac
     if (c < hi - lo)
 #pragma unroll
       for (int j = 0; j < K; ++j)
-        if (j < p.nrhs) p.x_out[orig[h] + static_cast<long long>(j) * p.ldx] = sm.rhs[c * K + j];
+        if (j < p.nrhs) write_solution(p, orig[h], j, sm.rhs[c * K + j]);
   }
   __syncwarp();  // every lane is done with the shared memory before the warp's next task writes it
   return true;

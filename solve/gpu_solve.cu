@@ -100,27 +100,6 @@ int width_for(index_t remaining, int max_width) {
 
 int width_slot(int width) { return width == 1 ? 0 : width == 2 ? 1 : width == 4 ? 2 : 3; }
 
-/// out(i, j) = scale[i] in(i, j) for the n x cols blocks in and out (column-major, leading dimensions ldin
-/// and ldout; out may be in). The LU's row and column scalings around a pass.
-__global__ void scale_rows_kernel(const double* in, long long ldin, const double* scale, double* out, long long ldout,
-                                  long long n, int cols) {
-  const long long count = n * cols;
-  for (long long e = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; e < count;
-       e += static_cast<long long>(gridDim.x) * blockDim.x) {
-    const long long j = e / n, i = e - j * n;
-    out[i + j * ldout] = scale[i] * in[i + j * ldin];
-  }
-}
-
-void scale_rows(const double* in, long long ldin, const double* scale, double* out, long long ldout, long long n, int cols,
-                cudaStream_t stream) {
-  const int threads = 256;
-  const long long blocks = std::min<long long>((n * cols + threads - 1) / threads, 4096);
-  if (blocks == 0) return;
-  scale_rows_kernel<<<static_cast<int>(blocks), threads, 0, stream>>>(in, ldin, scale, out, ldout, n, cols);
-  SPADE_CUDA_CHECK_LAUNCH();
-}
-
 /// The offsets of LuFactor's packed U panels (lu.hpp: (m - k) k entries per supernode, in order).
 std::vector<long long> packed_u_offsets(const SymbolicFactor& S) {
   std::vector<long long> offset(static_cast<std::size_t>(S.num_supernodes) + 1, 0);
@@ -145,9 +124,9 @@ struct GpuSolvePlan::Device {
   // between two lanes, which run at once on their own streams with half the grid each, so that one pass
   // fills the other's latencies (small factors) and its reads of L hit in L2 behind the other's (large).
   struct Lane {
-    DeviceArray<double> acc, y, x, scaled;  // scaled: an LU's pass's scaled right-hand sides
-    DeviceArray<int> counters;              // ready (ns), done (ns), tickets (2)
-    int last_width = 0;                     // pass width whose y invariant holds (kernels/supernodal_kernels.hpp)
+    DeviceArray<double> acc, y, x;
+    DeviceArray<int> counters;  // ready (ns), done (ns), tickets (2)
+    int last_width = 0;         // pass width whose y invariant holds (kernels/supernodal_kernels.hpp)
   };
   Lane lanes[2];
   cudaEvent_t lanes_start = nullptr, lanes_end = nullptr;  // the second lane's wait for the solve's start, and back
@@ -212,7 +191,7 @@ GpuSolveMemory GpuSolvePlan::memory_estimate(const SymbolicFactor& S, const Supe
     m.factor *= 2;
     m.pattern += static_cast<std::size_t>(S.row_ptr.back()) * sizeof(int) + n * sizeof(int) + (ns + 1) * sizeof(long long) +
                  schedule.large_inverse.size() * sizeof(int);
-    m.workspace += (2 * static_cast<std::size_t>(max_width) + 2) * n * sizeof(double);
+    m.workspace += 2 * n * sizeof(double);  // Dr and Dc
   }
   return m;
 }
@@ -300,7 +279,6 @@ GpuSolvePlan::GpuSolvePlan(SolveStructure structure, std::shared_ptr<const LuSym
     lane.counters = DeviceArray<int>(2 * ns + 2, st);
     for (const DeviceArray<double>* a : {&lane.acc, &lane.y, &lane.x}) a->zero(st);
     lane.counters.zero(st);
-    if (lu_) lane.scaled = DeviceArray<double>(vector, st);
   }
   SPADE_CUDA_CHECK(cudaEventCreateWithFlags(&d.lanes_start, cudaEventDisableTiming));
   SPADE_CUDA_CHECK(cudaEventCreateWithFlags(&d.lanes_end, cudaEventDisableTiming));
@@ -730,7 +708,8 @@ void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, i
                                d.units.get(),       d.need.get(),                     d.row_indices.get(),
                                d.perm.get(),        d.values.get(),
                                d.single_values.get()};
-  // An LU's sweeps: one panel set each, L's with its rows in positions and q folded into its permutation.
+  // An LU's sweeps: one panel set each, L's with its rows in positions and q folded into its permutation;
+  // the sweeps apply the scalings as they read b and write x.
   kernels::SupernodalView forward_view = view, backward_view = view;
   const double *scale_in = nullptr, *scale_out = nullptr;
   if (lu_) {
@@ -770,21 +749,21 @@ void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, i
     kernels::SupernodalWorkspace ws{lane.acc.get(), lane.y.get(), lane.x.get(), lane.counters.get(),
                                     lane.counters.get() + ns, lane.counters.get() + 2 * ns, d.status.get()};
     const int columns = static_cast<int>(std::min<index_t>(width, nrhs - col));
-    kernels::SupernodalPass pass{B + static_cast<offset_t>(col) * ldb, ldb, X + static_cast<offset_t>(col) * ldx,
-                                 ldx, columns, d.trace.size() > 0 ? d.trace.get() : nullptr};
+    kernels::SupernodalPass pass{B + static_cast<offset_t>(col) * ldb,
+                                 ldb,
+                                 X + static_cast<offset_t>(col) * ldx,
+                                 ldx,
+                                 columns,
+                                 scale_in,
+                                 scale_out,
+                                 d.trace.size() > 0 ? d.trace.get() : nullptr};
     const int grid = std::max(1, grid_[single][width_slot(width)] / lanes);
     cudaEvent_t* e = d.events.data() + 3 * passes_;
     SPADE_CUDA_CHECK(cudaEventRecord(e[0], stream));
-    if (lu_) {  // the pass reads its scaled right-hand sides (X may be B)
-      scale_rows(pass.b, pass.ldb, scale_in, lane.scaled.get(), n, n, columns, stream);
-      pass.b = lane.scaled.get();
-      pass.ldb = n;
-    }
     const kernels::PanelPrecision precision = single ? kernels::PanelPrecision::fp32 : kernels::PanelPrecision::fp64;
     kernels::launch_supernodal_forward(width, forward_view, ws, pass, precision, grid, stream);
     SPADE_CUDA_CHECK(cudaEventRecord(e[1], stream));
     kernels::launch_supernodal_backward(width, backward_view, ws, pass, precision, grid, stream);
-    if (lu_) scale_rows(pass.x_out, pass.ldx, scale_out, pass.x_out, pass.ldx, n, columns, stream);
     SPADE_CUDA_CHECK(cudaEventRecord(e[2], stream));
     pass_lane.push_back(l);
     col += width;

@@ -78,8 +78,8 @@ class GpuSolvePlan {
   GpuSolvePlan(SolveStructure structure, SupernodalSchedule schedule, int max_width = kMaxWidth);
 
   /// The plan of an LU factor of the analysis `lu` (schedule: build_schedule(*lu->structure)); the same,
-  /// plus the second panel set, the row scalings and a scaled copy of a pass's right-hand sides. Values
-  /// come through upload_lu().
+  /// plus the second panel set and the row and column scalings (which the sweeps apply as they read b and
+  /// write x: kernels::SupernodalPass). Values come through upload_lu().
   GpuSolvePlan(std::shared_ptr<const LuSymbolic> lu, SupernodalSchedule schedule, int max_width = kMaxWidth);
 
   bool is_lu() const { return lu_ != nullptr; }
