@@ -14,7 +14,10 @@
 //   - the plan's build time (beside the factorization) and the time the caller waits after the host
 //     factorization returns (the upload and inversion of both panel sets).
 // Medians of repeated runs after warm-up. Prints one markdown table, the device and the settings; --json
-// writes the same figures (drivers/bench_json.hpp).
+// writes the same figures (drivers/bench_json.hpp). --band-terms prints instead, with no GPU, what a
+// partitioned inverse of the factor (solve/partitioned_inverse.hpp) would be at every band: the pieces
+// along the longest path of a sweep and the entries of one merged panel set, the two terms that bound a
+// sweep from below.
 #include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 #include <cusparse.h>
@@ -31,6 +34,8 @@
 #include "../core/blas.hpp"
 #include "../kernels/cuda_check.hpp"
 #include "../solve/gpu_solve.hpp"
+#include "../solve/partitioned_inverse.hpp"
+#include "../solve/supernodal_schedule.hpp"
 #include "bench_cuda.hpp"
 #include "bench_host.hpp"
 #include "bench_json.hpp"
@@ -292,6 +297,27 @@ nlohmann::ordered_json row_json(const Row& r) {
           {"cusparse_error_against_host", r.cusparse_error}};
 }
 
+/// --band-terms: per band of the partitioned inverse of the problem's LU structure, the pieces along a
+/// sweep's longest path (a subtree solved as one group counts one) and the stored entries of one merged
+/// panel set (L's or U's; the forward sweep reads one, the backward the other), from the pattern alone,
+/// up to the band where the entries exceed 64 times the unmerged ones or a sweep's path is one piece.
+void band_terms(const std::string& name) {
+  const spade::SparseMatrix A = spade::bench::problem_named(name).make();
+  const std::shared_ptr<const spade::LuSymbolic> lu = spade::analyze_lu(A);
+  const std::shared_ptr<const spade::SymbolicFactor> S = lu->structure;
+  const spade::SupernodalSchedule schedule = spade::build_schedule(*S);
+  const double entries1 = static_cast<double>(S->panel_offset.back());
+  for (index_t band = 1;; ++band) {
+    // A unit hand-off and an infinite bandwidth: the first term counts the pieces on the path.
+    const spade::SweepTerms t = spade::partition_terms(*S, schedule, band, 1.0, 1e300);
+    const spade::SolveStructure structure = spade::partition_for_solve(S, band);
+    const double entries = static_cast<double>(structure.solve->panel_offset.back());
+    std::printf("| %s | %d | %.0f | %d | %.3g | %.1f |\n", name.c_str(), band, t.handoffs, structure.merged_pieces,
+                entries, entries / entries1);
+    if (entries > 64 * entries1 || t.handoffs <= 1) break;  // beyond: more bytes, or no change
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -307,8 +333,17 @@ int main(int argc, char** argv) {
   app.add_flag("--no-baselines", no_baselines, "skip cuSPARSE");
   std::string json_path;
   app.add_option("--json", json_path, "also write the figures as JSON to this file (drivers/bench_json.hpp)");
+  bool terms = false;
+  app.add_flag("--band-terms", terms,
+               "print, with no GPU, the partitioned inverse's pieces on a sweep's path and merged entries per band");
   CLI11_PARSE(app, argc, argv);
   try {
+    if (terms) {
+      std::printf("| matrix | band | pieces on a sweep's path | merged pieces | entries of a panel set | / band 1 |\n"
+                  "|---|---|---|---|---|---|\n");
+      for (const std::string& name : problems) band_terms(name);
+      return 0;
+    }
     const double bandwidth = spade::bench::copy_bandwidth();
     std::printf("device: %s\ncopy bandwidth (read + write): %.3f TB/s\nhost threads: %d\n\n",
                 spade::gpu_description().c_str(), bandwidth * 1e-12, threads);
