@@ -160,6 +160,24 @@ void factor_diagonal_block(double* a, int k, int lda, index_t* ipiv, double tau,
   });
 }
 
+/// The update of supernode s, whose columns end before column l, by its descendant d: d's rows p0 .. md-1
+/// reach s's L panel and its rows p1 .. md-1 (those at or past l) s's U^T panel. d's L panel is md x kd,
+/// its packed U^T panel bd x kd (d's rows kd .. md-1).
+struct UpdateSource {
+  const index_t* rows;
+  const double* l;
+  const double* u;
+  int p0, p1, md, kd, bd;
+};
+
+UpdateSource update_source(const SymbolicFactor& S, const double* l_values, const double* u_panel, index_t d,
+                           int first_row, index_t l) {
+  const index_t* rows = S.row_indices.data() + S.row_ptr[d];
+  const int md = S.supernode_rows(d), kd = S.supernode_cols(d);
+  const int p1 = static_cast<int>(std::lower_bound(rows + first_row, rows + md, l) - rows);
+  return {rows, l_values + S.panel_offset[d], u_panel, first_row, p1, md, kd, md - kd};
+}
+
 }  // namespace
 
 std::shared_ptr<const LuSymbolic> analyze_lu(const SparseMatrix& A, const LuAnalyzeOptions& options) {
@@ -348,12 +366,8 @@ void LuFactor::gather_updates(index_t s, const std::vector<index_t>& relpos, dou
   const double one = 1.0, zero = 0.0;
   for (offset_t u = update_ptr_[s]; u < update_ptr_[s + 1]; ++u) {
     const index_t d = updates_[u].source;
-    const int p0 = updates_[u].first_row, md = S.supernode_rows(d), kd = S.supernode_cols(d), bd = md - kd;
-    const index_t* drows = S.row_indices.data() + S.row_ptr[d];
-    const double* ld = l_values_.data() + S.panel_offset[d];
-    const double* ud = u_values_.data() + u_offset_[d];
-    int p1 = p0;
-    while (p1 < md && drows[p1] < l) ++p1;
+    const auto [drows, ld, ud, p0, p1, md, kd, bd] =
+        update_source(S, l_values_.data(), u_panel(d), d, updates_[u].first_row, l);
     const int nk = p1 - p0, nm = md - p0, nr = md - p1;
     if (static_cast<offset_t>(kd) * nk * nm <= kSmallUpdate) {
       for (int c = 0; c < nk; ++c) {
@@ -406,11 +420,9 @@ void LuFactor::gather_updates_on_team(index_t s, int team, const std::vector<ind
   detail::gather_on_team(team, blocks, team_work_, [&](int block_lo, int block_hi, double* w) {
     for (offset_t u = update_ptr_[s]; u < update_ptr_[s + 1]; ++u) {
       const index_t d = updates_[u].source;
-      const int p0 = updates_[u].first_row, md = S.supernode_rows(d), kd = S.supernode_cols(d), bd = md - kd;
-      const index_t* drows = S.row_indices.data() + S.row_ptr[d];
-      const double* ld = l_values_.data() + S.panel_offset[d];
-      const double* ud = u_values_.data() + u_offset_[d];
-      const int p1 = static_cast<int>(std::lower_bound(drows + p0, drows + md, l) - drows), nk = p1 - p0;
+      const auto [drows, ld, ud, p0, p1, md, kd, bd] =
+          update_source(S, l_values_.data(), u_panel(d), d, updates_[u].first_row, l);
+      const int nk = p1 - p0;
       // Target rows block_lo .. block_hi-1 of the m + below: L's row R is row R < m, U^T's row R (of
       // relpos k + R) is row m + R. d's rows p0..md-1 reach L's rows, its rows p1..md-1 U^T's.
       for (int part = 0; part < 2; ++part) {
