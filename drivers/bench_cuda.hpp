@@ -1,6 +1,6 @@
 // Shared by the GPU benchmark drivers: a device copy of a host vector, freed on destruction, the check of
 // cuSPARSE's status codes (a failure becomes a spade::ResourceError naming the call), a triangle in CSR and
-// its cuSPARSE descriptor, the device's copy bandwidth, and CUDA-event timing.
+// its cuSPARSE descriptor, the device's copy and read bandwidths, and CUDA-event timing.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -63,6 +63,50 @@ inline cusparseSpMatDescr_t csr_descriptor(const Csr& T, const DeviceVector<int>
   CUSPARSE_CHECK(cusparseSpMatSetAttribute(M, CUSPARSE_SPMAT_FILL_MODE, &fill, sizeof(fill)));
   CUSPARSE_CHECK(cusparseSpMatSetAttribute(M, CUSPARSE_SPMAT_DIAG_TYPE, &diag, sizeof(diag)));
   return M;
+}
+
+namespace detail {
+/// Sums a[i] over a grid-stride loop (16-byte loads) and writes nothing unless the sum is a value no test
+/// array holds: a read-only stream the compiler cannot drop.
+__global__ void read_stream_kernel(const double2* __restrict__ a, long long count, double* sink) {
+  double s = 0;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const double2 v = __ldg(a + i);
+    s += v.x + v.y;
+  }
+  if (s == -1.0) *sink = s;
+}
+}  // namespace detail
+
+/// Read bandwidth in bytes/s of a read-only stream over 1 GiB (8 blocks of 256 threads per
+/// multiprocessor), median of 10: what a kernel that only reads can reach. On the H100 it reads faster than
+/// the copy's read + write rate suggests, and it keeps the link between the two halves of L2 as busy as a
+/// solve sweep does (docs/benchmarks/solve.md, "The L2 fabric").
+inline double read_bandwidth() {
+  const std::size_t bytes = std::size_t(1) << 30;
+  DeviceVector<double2> a(bytes / sizeof(double2));
+  DeviceVector<double> sink(1);
+  SPADE_CUDA_CHECK(cudaMemset(a.p, 0, bytes));
+  int sms = 0;
+  SPADE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  cudaEvent_t e0, e1;
+  SPADE_CUDA_CHECK(cudaEventCreate(&e0));
+  SPADE_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int r = 0; r < 12; ++r) {
+    SPADE_CUDA_CHECK(cudaEventRecord(e0));
+    detail::read_stream_kernel<<<8 * sms, 256>>>(a.p, static_cast<long long>(a.count), sink.p);
+    SPADE_CUDA_CHECK(cudaGetLastError());
+    SPADE_CUDA_CHECK(cudaEventRecord(e1));
+    SPADE_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (r >= 2) t.push_back(ms * 1e-3);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return bytes / median(t);
 }
 
 /// Copy bandwidth in bytes/s (read plus written) of a 1 GiB device-to-device copy, median of 10.

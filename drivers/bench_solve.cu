@@ -768,8 +768,9 @@ int main(int argc, char** argv) {
   const bool partitioned = !no_partitioned;
   try {
     const double bandwidth = copy_bandwidth();
-    std::printf("device: %s\ncopy bandwidth (read + write): %.3f TB/s\nhost threads: %d\n\n",
-                spade::gpu_description().c_str(), bandwidth * 1e-12, threads);
+    const double read_only = spade::bench::read_bandwidth();
+    std::printf("device: %s\ncopy bandwidth (read + write): %.3f TB/s; a read-only stream: %.3f TB/s\nhost threads: %d\n\n",
+                spade::gpu_description().c_str(), bandwidth * 1e-12, read_only * 1e-12, threads);
     std::printf("| matrix | n | nnz(L) | supernodes | groups / tiles | height (band) | floor ms | GPU ms (fwd + bwd) | GPU / floor "
                 "| SpSV ms | SpSV / GPU | host ms | host / GPU | GPU 16 rhs ms | 16 / 1 | SpSM 16 ms | SpSM / GPU "
                 "| refined ms (steps) | refined / call | refined, corrections FP32 / FP64 ms (steps) "
@@ -831,7 +832,10 @@ int main(int argc, char** argv) {
       spade::bench::write_json_file(
           json_path, {{"benchmark", "bench_solve"},
                       {"floor", "L's values and row indices (12 bytes an entry) read in both sweeps at the copy bandwidth"},
-                      {"machine", {{"device", spade::gpu_description()}, {"copy_bandwidth_bytes_per_second", bandwidth}}},
+                      {"machine",
+                       {{"device", spade::gpu_description()},
+                        {"copy_bandwidth_bytes_per_second", bandwidth},
+                        {"read_bandwidth_bytes_per_second", read_only}}},
                       {"settings", {{"threads", threads}, {"reps", reps}, {"baselines", !no_baselines}, {"partitioned_inverse", partitioned}}},
                       {"rows", rows_json}});
     }
