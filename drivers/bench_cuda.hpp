@@ -80,7 +80,9 @@ __global__ void read_stream_kernel(const double2* __restrict__ a, long long coun
 }  // namespace detail
 
 /// Read bandwidth in bytes/s of a read-only stream over 1 GiB (8 blocks of 256 threads per
-/// multiprocessor), median of 10: what a kernel that only reads can reach. On the H100 it reads faster than
+/// multiprocessor), median of the last 10 of 30 passes: what a kernel that only reads can reach. (Right
+/// after the copy of copy_bandwidth() the H100 reads 15% slower for a few milliseconds, hence the 20
+/// passes before the timed ones.) On the H100 it reads faster than
 /// the copy's read + write rate suggests, and it keeps the link between the two halves of L2 as busy as a
 /// solve sweep does (docs/benchmarks/solve.md, "The L2 fabric").
 inline double read_bandwidth() {
@@ -94,7 +96,7 @@ inline double read_bandwidth() {
   SPADE_CUDA_CHECK(cudaEventCreate(&e0));
   SPADE_CUDA_CHECK(cudaEventCreate(&e1));
   std::vector<double> t;
-  for (int r = 0; r < 12; ++r) {
+  for (int r = 0; r < 30; ++r) {
     SPADE_CUDA_CHECK(cudaEventRecord(e0));
     detail::read_stream_kernel<<<8 * sms, 256>>>(a.p, static_cast<long long>(a.count), sink.p);
     SPADE_CUDA_CHECK(cudaGetLastError());
@@ -102,7 +104,7 @@ inline double read_bandwidth() {
     SPADE_CUDA_CHECK(cudaEventSynchronize(e1));
     float ms = 0;
     SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    if (r >= 2) t.push_back(ms * 1e-3);
+    if (r >= 20) t.push_back(ms * 1e-3);
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
