@@ -80,11 +80,10 @@ __global__ void read_stream_kernel(const double2* __restrict__ a, long long coun
 }  // namespace detail
 
 /// Read bandwidth in bytes/s of a read-only stream over 1 GiB (8 blocks of 256 threads per
-/// multiprocessor), median of the last 10 of 30 passes: what a kernel that only reads can reach. (Right
-/// after the copy of copy_bandwidth() the H100 reads 15% slower for a few milliseconds, hence the 20
-/// passes before the timed ones.) On the H100 it reads faster than
-/// the copy's read + write rate suggests, and it keeps the link between the two halves of L2 as busy as a
-/// solve sweep does (docs/benchmarks/solve.md, "The L2 fabric").
+/// multiprocessor), median of the last 10 of 30 passes: what a kernel that only reads can reach, against
+/// which a solve sweep's rate of reading its panels compares (docs/benchmarks/solve.md, "What bounds a
+/// large sweep"). Right after the copy of copy_bandwidth() the H100 reads about 15% slower for a few
+/// milliseconds, hence the 20 passes before the timed ones.
 inline double read_bandwidth() {
   const std::size_t bytes = std::size_t(1) << 30;
   DeviceVector<double2> a(bytes / sizeof(double2));
