@@ -1079,18 +1079,76 @@ double worst_berr(const SparseMatrix& A, const std::vector<double>& B, const std
   return worst;
 }
 
+/// The largest Skeel condition number || |T| |T^{-1}| || (1- and inf-norm) of the triangles that the GPU
+/// solve applies as explicit inverses: every supernode's unit lower L11 and upper U11 (the diagonal block
+/// of LuFactor's L panel). O(sum of k^3): for the matrices where it is needed.
+double largest_block_condition(const LuFactor& F) {
+  const SymbolicFactor& S = F.structure();
+  double worst = 1;
+  for (index_t s = 0; s < S.num_supernodes; ++s) {
+    const index_t k = S.supernode_cols(s), m = S.supernode_rows(s);
+    const double* B = F.l_panel(s);
+    for (const bool lower : {true, false}) {
+      auto t = [&](index_t r, index_t c) {
+        if (lower) return r > c ? B[r + static_cast<offset_t>(c) * m] : r == c ? 1.0 : 0.0;
+        return r <= c ? B[r + static_cast<offset_t>(c) * m] : 0.0;
+      };
+      std::vector<double> X(static_cast<std::size_t>(k) * k, 0.0);  // T^{-1}, by substitution on T X = I
+      for (index_t j = 0; j < k; ++j) {
+        double* x = X.data() + static_cast<offset_t>(j) * k;
+        for (index_t q = 0; q < k; ++q) {
+          const index_t i = lower ? q : k - 1 - q;
+          double v = i == j ? 1.0 : 0.0;
+          if (lower)
+            for (index_t c = 0; c < i; ++c) v -= t(i, c) * x[c];
+          else
+            for (index_t c = i + 1; c < k; ++c) v -= t(i, c) * x[c];
+          x[i] = v / t(i, i);
+        }
+      }
+      std::vector<double> rows(static_cast<std::size_t>(k), 0.0);  // row sums of |T| |X|
+      double column_max = 0;
+      for (index_t j = 0; j < k; ++j) {
+        double column = 0;
+        for (index_t i = 0; i < k; ++i) {
+          double e = 0;
+          for (index_t c = 0; c < k; ++c) e += std::abs(t(i, c)) * std::abs(X[c + static_cast<offset_t>(j) * k]);
+          rows[i] += e;
+          column += e;
+        }
+        column_max = std::max(column_max, column);
+      }
+      worst = std::max({worst, column_max, *std::max_element(rows.begin(), rows.end())});
+    }
+  }
+  return worst;
+}
+
 /// The GPU's A X = B and A^T X = B against the host's with the same factor. Static pivoting lets |L| |U|
 /// outgrow |A|, and the GPU applies explicit inverses of the diagonal blocks where the host substitutes,
 /// so the two solutions agree to what their backward errors allow: kappa_1(A) (berr_gpu + berr_host) to
 /// first order, with a factor 10 for the estimate (never tighter than 1000 eps kappa_1(A)). The GPU's
-/// backward error itself must stay within 100 times the host's (or 100 eps); 1e4 times when kappa_1(A)
-/// exceeds 1e10, where the explicit inverses of ill-conditioned diagonal blocks lose more than substitution
-/// does (west0479 is such a matrix).
+/// backward error itself must stay within 100 times the host's (or 100 eps), or where it does not, within
+/// 100 eps times the largest Skeel condition number of the inverted diagonal blocks (expect_berr_near_host,
+/// for one backward error; block_condition is 0 until computed): applying a computed
+/// inverse X of a triangle T leaves a residual of order eps |T| |X| |b| (Du Croz and Higham, IMA J. Numer.
+/// Anal. 12, 1992; Higham, "Accuracy and Stability of Numerical Algorithms", 2002, ch. 14), so its
+/// backward error grows with cond(T) where substitution's does not. Measured on the H100: orsirr_1 (largest
+/// block condition 1.6e3) reached 1.03 times the first bound for some right-hand sides, west0479 (722) 1.2
+/// times, NSR8K's corrected solves 2.3 times; each within the second by 15x or more.
+void expect_berr_near_host(double berr_gpu, double berr_host, const LuFactor& F, double& block_condition,
+                           const std::string& where) {
+  if (berr_gpu <= 100 * std::max(berr_host, kEps)) return;
+  if (block_condition == 0) block_condition = largest_block_condition(F);
+  EXPECT_LE(berr_gpu, 100 * kEps * block_condition) << where << ", largest block condition " << block_condition;
+}
+
 void check_lu_gpu_against_host(Solver& solver, const SparseMatrix& A, const std::string& what,
                                const std::vector<index_t>& widths) {
   ASSERT_TRUE(solver.on_gpu()) << solver.report().placement_reason;
   const LuFactor& F = solver.lu_factor();
   const double kappa = lu_condition(A, F);
+  double block_condition = 0;  // computed where the first bound does not hold
   const SparseMatrix At = A.transpose();
   const index_t n = A.rows();
   for (const index_t nrhs : widths)
@@ -1110,7 +1168,7 @@ void check_lu_gpu_against_host(Solver& solver, const SparseMatrix& A, const std:
       std::snprintf(where, sizeof where, "%s, %s, nrhs %d, kappa_1 about %.2e, berr GPU %.2e host %.2e, seed %u",
                     what.c_str(), trans == Transpose::no ? "A X = B" : "A^T X = B", static_cast<int>(nrhs), kappa,
                     berr_gpu, berr_host, seed);
-      EXPECT_LE(berr_gpu, (kappa > 1e10 ? 1e4 : 100) * std::max(berr_host, kEps)) << where;
+      expect_berr_near_host(berr_gpu, berr_host, F, block_condition, where);
       EXPECT_LE(relative_difference(X, expected), kappa * std::max(1000 * kEps, 10 * (berr_gpu + berr_host))) << where;
     }
 }
@@ -1171,6 +1229,7 @@ TEST_P(GpuLuReal, MatchesHostSolveAndRefines) {
     // corrected solves (the rule of check_lu_gpu_against_host).
     const SparseMatrix At = A.transpose();
     const LuCorrection host_correction(solver.lu_factor());
+    double block_condition = 0;
     for (const Transpose trans : {Transpose::no, Transpose::yes}) {
       std::vector<double> Y = B, host = B;
       if (trans == Transpose::no)
@@ -1181,9 +1240,10 @@ TEST_P(GpuLuReal, MatchesHostSolveAndRefines) {
       host_correction.solve_in_place(solver.lu_factor(), host.data(), nrhs, n, trans);
       const SparseMatrix& M = trans == Transpose::no ? A : At;
       const double berr_gpu = worst_berr(M, B, Y, nrhs), berr_host = worst_berr(M, B, host, nrhs);
-      EXPECT_LE(berr_gpu, (kappa > 1e10 ? 1e4 : 100) * std::max(berr_host, kEps))
-          << file << (trans == Transpose::no ? ", A X = B" : ", A^T X = B") << ": berr GPU " << berr_gpu << " host "
-          << berr_host;
+      char where[200];
+      std::snprintf(where, sizeof where, "%s, %s: berr GPU %.2e host %.2e", file.c_str(),
+                    trans == Transpose::no ? "A X = B" : "A^T X = B", berr_gpu, berr_host);
+      expect_berr_near_host(berr_gpu, berr_host, solver.lu_factor(), block_condition, where);
     }
   }
 }
