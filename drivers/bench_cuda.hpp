@@ -65,6 +65,26 @@ inline cusparseSpMatDescr_t csr_descriptor(const Csr& T, const DeviceVector<int>
   return M;
 }
 
+/// Events around `run` on the legacy stream, median over `reps` after `warm` warm-ups, seconds.
+inline double event_median(const std::function<void()>& run, int warm, int reps) {
+  cudaEvent_t e0, e1;
+  SPADE_CUDA_CHECK(cudaEventCreate(&e0));
+  SPADE_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int r = 0; r < warm + reps; ++r) {
+    SPADE_CUDA_CHECK(cudaEventRecord(e0));
+    run();
+    SPADE_CUDA_CHECK(cudaEventRecord(e1));
+    SPADE_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (r >= warm) t.push_back(ms * 1e-3);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return median(t);
+}
+
 namespace detail {
 /// Sums a[i] over a grid-stride loop (16-byte loads) and writes nothing unless the sum is a value no test
 /// array holds: a read-only stream the compiler cannot drop.
@@ -91,23 +111,13 @@ inline double read_bandwidth() {
   SPADE_CUDA_CHECK(cudaMemset(a.p, 0, bytes));
   int sms = 0;
   SPADE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  cudaEvent_t e0, e1;
-  SPADE_CUDA_CHECK(cudaEventCreate(&e0));
-  SPADE_CUDA_CHECK(cudaEventCreate(&e1));
-  std::vector<double> t;
-  for (int r = 0; r < 30; ++r) {
-    SPADE_CUDA_CHECK(cudaEventRecord(e0));
-    detail::read_stream_kernel<<<8 * sms, 256>>>(a.p, static_cast<long long>(a.count), sink.p);
-    SPADE_CUDA_CHECK(cudaGetLastError());
-    SPADE_CUDA_CHECK(cudaEventRecord(e1));
-    SPADE_CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    if (r >= 20) t.push_back(ms * 1e-3);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return bytes / median(t);
+  const double seconds = event_median(
+      [&] {
+        detail::read_stream_kernel<<<8 * sms, 256>>>(a.p, static_cast<long long>(a.count), sink.p);
+        SPADE_CUDA_CHECK(cudaGetLastError());
+      },
+      20, 10);
+  return bytes / seconds;
 }
 
 /// Copy bandwidth in bytes/s (read plus written) of a 1 GiB device-to-device copy, median of 10.
@@ -115,42 +125,9 @@ inline double copy_bandwidth() {
   const std::size_t bytes = std::size_t(1) << 30;
   DeviceVector<char> a(bytes), b(bytes);
   SPADE_CUDA_CHECK(cudaMemset(a.p, 1, bytes));
-  cudaEvent_t e0, e1;
-  SPADE_CUDA_CHECK(cudaEventCreate(&e0));
-  SPADE_CUDA_CHECK(cudaEventCreate(&e1));
-  std::vector<double> t;
-  for (int r = 0; r < 12; ++r) {
-    SPADE_CUDA_CHECK(cudaEventRecord(e0));
-    SPADE_CUDA_CHECK(cudaMemcpy(b.p, a.p, bytes, cudaMemcpyDeviceToDevice));
-    SPADE_CUDA_CHECK(cudaEventRecord(e1));
-    SPADE_CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    if (r >= 2) t.push_back(ms * 1e-3);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return 2.0 * bytes / median(t);
-}
-
-/// Events around `run` on the legacy stream, median over `reps` after `warm` warm-ups, seconds.
-inline double event_median(const std::function<void()>& run, int warm, int reps) {
-  cudaEvent_t e0, e1;
-  SPADE_CUDA_CHECK(cudaEventCreate(&e0));
-  SPADE_CUDA_CHECK(cudaEventCreate(&e1));
-  std::vector<double> t;
-  for (int r = 0; r < warm + reps; ++r) {
-    SPADE_CUDA_CHECK(cudaEventRecord(e0));
-    run();
-    SPADE_CUDA_CHECK(cudaEventRecord(e1));
-    SPADE_CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    if (r >= warm) t.push_back(ms * 1e-3);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return median(t);
+  const double seconds =
+      event_median([&] { SPADE_CUDA_CHECK(cudaMemcpy(b.p, a.p, bytes, cudaMemcpyDeviceToDevice)); }, 2, 10);
+  return 2.0 * bytes / seconds;
 }
 
 }  // namespace spade::bench
