@@ -102,8 +102,8 @@ __global__ void read_stream_kernel(const double2* __restrict__ a, long long coun
 /// Read bandwidth in bytes/s of a read-only stream over 1 GiB (8 blocks of 256 threads per
 /// multiprocessor), median of the last 10 of 30 passes: what a kernel that only reads can reach, against
 /// which a solve sweep's rate of reading its panels compares (docs/benchmarks/solve.md, "What bounds a
-/// large sweep"). Right after the copy of copy_bandwidth() the H100 reads about 15% slower for a few
-/// milliseconds, hence the 20 passes before the timed ones.
+/// large sweep"). Reads run slower for a few milliseconds after a copy such as copy_bandwidth()'s, hence
+/// the 20 untimed passes first.
 inline double read_bandwidth() {
   const std::size_t bytes = std::size_t(1) << 30;
   DeviceVector<double2> a(bytes / sizeof(double2));

@@ -20,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../core/blas.hpp"
 #include "../kernels/residual_kernels.hpp"
 #include "../solve/gpu_solve.hpp"
 #include "../solve/refine_loop.hpp"
@@ -1081,38 +1082,36 @@ double worst_berr(const SparseMatrix& A, const std::vector<double>& B, const std
 
 /// The largest Skeel condition number || |T| |T^{-1}| || (1- and inf-norm) of the triangles that the GPU
 /// solve applies as explicit inverses: every supernode's unit lower L11 and upper U11 (the diagonal block
-/// of LuFactor's L panel). O(sum of k^3): for the matrices where it is needed.
+/// of LuFactor's L panel), inverted by LAPACK's dtrtri. O(sum of k^3): for the matrices where it is needed.
 double largest_block_condition(const LuFactor& F) {
   const SymbolicFactor& S = F.structure();
   double worst = 1;
   for (index_t s = 0; s < S.num_supernodes; ++s) {
-    const index_t k = S.supernode_cols(s), m = S.supernode_rows(s);
+    const int k = static_cast<int>(S.supernode_cols(s)), m = static_cast<int>(S.supernode_rows(s));
     const double* B = F.l_panel(s);
     for (const bool lower : {true, false}) {
-      auto t = [&](index_t r, index_t c) {
-        if (lower) return r > c ? B[r + static_cast<offset_t>(c) * m] : r == c ? 1.0 : 0.0;
-        return r <= c ? B[r + static_cast<offset_t>(c) * m] : 0.0;
+      // In triangle T (the diagonal's ones for L11): entries of T and of X = T^{-1}, whose other triangle
+      // dtrtri leaves as it found it.
+      auto inside = [&](int r, int c) { return lower ? r >= c : r <= c; };
+      auto t = [&](int r, int c) {
+        return !inside(r, c) ? 0.0 : lower && r == c ? 1.0 : B[r + static_cast<offset_t>(c) * m];
       };
-      std::vector<double> X(static_cast<std::size_t>(k) * k, 0.0);  // T^{-1}, by substitution on T X = I
-      for (index_t j = 0; j < k; ++j) {
-        double* x = X.data() + static_cast<offset_t>(j) * k;
-        for (index_t q = 0; q < k; ++q) {
-          const index_t i = lower ? q : k - 1 - q;
-          double v = i == j ? 1.0 : 0.0;
-          if (lower)
-            for (index_t c = 0; c < i; ++c) v -= t(i, c) * x[c];
-          else
-            for (index_t c = i + 1; c < k; ++c) v -= t(i, c) * x[c];
-          x[i] = v / t(i, i);
-        }
-      }
+      std::vector<double> X(static_cast<std::size_t>(k) * k);
+      for (int c = 0; c < k; ++c)
+        for (int r = 0; r < k; ++r) X[r + static_cast<std::size_t>(c) * k] = B[r + static_cast<offset_t>(c) * m];
+      int info = 0;
+      dtrtri_(lower ? "L" : "U", lower ? "U" : "N", &k, X.data(), &k, &info);
+      if (info != 0) return std::numeric_limits<double>::infinity();  // a zero pivot: no bound
+      auto x = [&](int r, int c) {
+        return !inside(r, c) ? 0.0 : lower && r == c ? 1.0 : X[r + static_cast<std::size_t>(c) * k];
+      };
       std::vector<double> rows(static_cast<std::size_t>(k), 0.0);  // row sums of |T| |X|
       double column_max = 0;
-      for (index_t j = 0; j < k; ++j) {
+      for (int j = 0; j < k; ++j) {
         double column = 0;
-        for (index_t i = 0; i < k; ++i) {
+        for (int i = 0; i < k; ++i) {
           double e = 0;
-          for (index_t c = 0; c < k; ++c) e += std::abs(t(i, c)) * std::abs(X[c + static_cast<offset_t>(j) * k]);
+          for (int c = 0; c < k; ++c) e += std::abs(t(i, c)) * std::abs(x(c, j));
           rows[i] += e;
           column += e;
         }
@@ -1133,9 +1132,8 @@ double largest_block_condition(const LuFactor& F) {
 /// for one backward error; block_condition is 0 until computed): applying a computed
 /// inverse X of a triangle T leaves a residual of order eps |T| |X| |b| (Du Croz and Higham, IMA J. Numer.
 /// Anal. 12, 1992; Higham, "Accuracy and Stability of Numerical Algorithms", 2002, ch. 14), so its
-/// backward error grows with cond(T) where substitution's does not. Measured on the H100: orsirr_1 (largest
-/// block condition 1.6e3) reached 1.03 times the first bound for some right-hand sides, west0479 (722) 1.2
-/// times, NSR8K's corrected solves 2.3 times; each within the second by 15x or more.
+/// backward error grows with cond(T) where substitution's does not (orsirr_1, west0479 and NSR8K's
+/// corrected solves pass the first bound for some right-hand sides).
 void expect_berr_near_host(double berr_gpu, double berr_host, const LuFactor& F, double& block_condition,
                            const std::string& where) {
   if (berr_gpu <= 100 * std::max(berr_host, kEps)) return;
