@@ -415,7 +415,9 @@ __device__ bool backward_tile(const SupernodalView& v, const SupernodalWorkspace
     const int e = lane + 32 * i, rr = row0 + e / K;
     yv[i] = rr < n.k ? __ldcg(&w.y[static_cast<long long>(n.f + row0) * K + e]) : 0.0;
   }
-  const int parent = v.parent[s];
+  // Only rows below the diagonal block read the ancestors' x: a tile of the diagonal block needs nothing
+  // of the backward sweep and does not wait.
+  const int parent = row0 + kTile <= n.k ? -1 : v.parent[s];
   if (parent >= 0 && !warp_wait(&w.done[parent], v.units[parent], w.status, s)) return false;
   stamp(p, slot + 1);
   const long long base = static_cast<long long>(n.f + col0) * K;  // the tile's columns in x
