@@ -17,8 +17,9 @@
 //
 // Dependencies follow the assembly tree: in the forward sweep a supernode needs its children to be done
 // (each child needs its own children, so every descendant that updates s is done); in the backward sweep
-// it needs its parent (whose rows contain s's rows below its diagonal block, and which needed its own
-// parent). Counters in tasks: a supernode is done when all its tasks are.
+// its rows below the diagonal block need its parent (whose rows contain them, and which needed its own
+// parent), while a tile of its diagonal block reads only y and needs nothing. Counters in tasks: a
+// supernode is done when all its tasks are.
 #pragma once
 
 #include <cstdint>
