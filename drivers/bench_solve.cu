@@ -184,8 +184,8 @@ CusparseTimes run_cusparse(const Csr& L, const std::vector<double>& b, const std
 /// Where a sweep's time goes, from a traced solve: its span, and its critical chain (forward: from the
 /// supernode that finished last down through the children that released it last; backward: from the task
 /// that finished last up to its root) split into hand-offs (a supernode's first tile past its wait, minus
-/// the moment the last task it waited for counted itself done) and work (from there to its last tile's
-/// end), microseconds.
+/// the moment the last task it waited for counted itself done; backward, the tiles of the diagonal block
+/// wait for nothing and do not count) and work (from there to its last tile's end), microseconds.
 struct SweepTrace {
   double span = 0;
   int chain = 0;           // supernodes on the critical chain
@@ -227,8 +227,9 @@ TraceStats trace_solve(const spade::NumericFactor& F, const std::vector<double>&
       hi = std::max(hi, tr[3 * k + 2]);
       const spade::SolveTask& task = tasks[k];
       if (task.row0 < 0) continue;
-      met[task.first] = std::min(met[task.first], tr[3 * k + 1]);
       finish[task.first] = std::max(finish[task.first], tr[3 * k + 2]);
+      if (sweep == 1 && !spade::backward_tile_waits(S, task)) continue;  // passed no wait
+      met[task.first] = std::min(met[task.first], tr[3 * k + 1]);
     }
     // Forward: s waits for the tasks of its children; backward: for its parent's tiles.
     std::vector<unsigned long long> release(ns, 0);

@@ -416,7 +416,8 @@ __device__ bool backward_tile(const SupernodalView& v, const SupernodalWorkspace
     yv[i] = rr < n.k ? __ldcg(&w.y[static_cast<long long>(n.f + row0) * K + e]) : 0.0;
   }
   // Only rows below the diagonal block read the ancestors' x: a tile of the diagonal block needs nothing
-  // of the backward sweep and does not wait.
+  // of the backward sweep and does not wait (the host's copy of this rule: backward_tile_waits in
+  // solve/supernodal_schedule.hpp).
   const int parent = row0 + kTile <= n.k ? -1 : v.parent[s];
   if (parent >= 0 && !warp_wait(&w.done[parent], v.units[parent], w.status, s)) return false;
   stamp(p, slot + 1);

@@ -86,6 +86,12 @@ struct SupernodalSchedule {
   index_t critical_columns = 0;   ///< columns along the longest root-to-leaf path (diagonal blocks)
 };
 
+/// Whether tile task t (row0 >= 0) waits for its supernode's parent in the backward sweep: only a tile with
+/// rows below the diagonal block reads the ancestors' x (kernels/supernodal_solve.cu, backward_tile).
+inline bool backward_tile_waits(const SymbolicFactor& S, const SolveTask& t) {
+  return t.row0 + SupernodalSchedule::kTile > S.supernode_cols(t.first);
+}
+
 /// Builds the schedule from the pattern alone. O(num_supernodes + tiles). Throws ResourceError when the
 /// tile count does not fit index_t.
 SupernodalSchedule build_schedule(const SymbolicFactor& S);
