@@ -68,6 +68,7 @@ bool time_auto = true;
 double solve_budget_ms = 100;
 int analysis_timings = 7;
 
+using spade::bench::copy_bandwidth;
 using spade::bench::DeviceVector;
 
 /// CSR of L (strictly lower pattern of a, unit diagonal stored last in each row).
@@ -192,14 +193,6 @@ double time_host(const std::function<void()>& run, int reps = -1) {
     times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   return median(times);
-}
-
-double copy_bandwidth() {
-  const std::size_t bytes = std::size_t(1) << 30;
-  DeviceVector<char> a(bytes), b(bytes);
-  SPADE_CUDA_CHECK(cudaMemset(a.p, 1, bytes));
-  const double ms = time_solve([&] { SPADE_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice)); });
-  return 2.0 * bytes / (ms * 1e-3);  // bytes read + written per second
 }
 
 /// Two thread blocks on different SMs (each asks for more than half of an SM's shared memory) pass a
