@@ -163,6 +163,14 @@ class PySolver {
       plan["merged_pieces"] = p.merged_pieces;
       plan["partitioned_seconds"] = p.partitioned_seconds;
       plan["partitioned_problem"] = p.partitioned_problem;
+      py::list trials;
+      for (const spade::PartitionTrial& t : p.partition_trials) {
+        py::dict trial;
+        trial["band"] = t.band;
+        trial["seconds"] = t.seconds;
+        trials.append(trial);
+      }
+      plan["partition_trials"] = trials;
       plan["plan_seconds"] = p.plan_seconds;
       plan["upload_seconds"] = p.upload_seconds;
       plan["visible_seconds"] = p.visible_seconds;

@@ -398,6 +398,7 @@ struct Row {
   // The partitioned inverse: seconds after the factorization (first, refactorization) until it held the
   // values (NaN: none), and whether the timed solves ran on it.
   double ready = NAN, reready = NAN;
+  std::vector<spade::PartitionTrial> trials;  // the bands the Solver timed (the fastest kept)
   bool solved_partitioned = false;
   double error = 0;  // GPU against host solve, nrhs = 1
   TraceStats trace;
@@ -469,6 +470,7 @@ Row run_matrix(const std::string& name, double bandwidth, int threads, int reps,
   row.height = report.plan->tree_height;
   row.critical = report.plan->critical_columns;
   row.band = report.plan->partition_band;
+  row.trials = report.plan->partition_trials;
   row.floor = 2.0 * static_cast<double>(S.nnz_l) * (sizeof(double) + sizeof(int)) / bandwidth;
 
   std::mt19937_64 rng(1);
@@ -617,7 +619,8 @@ void visible_reps(const std::string& name, int threads, int reps, bool partition
 /// --band-sweep: the partitioned inverse's plan at every band of one matrix's factor, measured against the
 /// band rule's estimate (partition_estimate, one sweep; doubled here for the two), one right-hand side on
 /// the device, median of 20 after 3 warm-up solves (CUDA events). Prints one table row per band, up to the
-/// assembly tree's depth.
+/// assembly tree's depth ("(model)" marks the estimate's choice), then the bands a Solver timed on the same
+/// matrix and the one it kept.
 void band_sweep(const std::string& name, int threads) {
   const spade::SparseMatrix A = load(name);
   spade::AnalyzeOptions ao;
@@ -657,9 +660,19 @@ void band_sweep(const std::string& name, int threads) {
       plan.solve(db.p, n, db.p, n, 1, F.generation());
       if (r >= 3) t.push_back(plan.last_forward_seconds() + plan.last_backward_seconds());
     }
-    std::printf("| %s | %d%s | %d | %zu | %.1f | %.1f | %.1f |\n", name.c_str(), band, band == chosen ? " (chosen)" : "",
+    std::printf("| %s | %d%s | %d | %zu | %.1f | %.1f | %.1f |\n", name.c_str(), band, band == chosen ? " (model)" : "",
                 T->num_supernodes, tasks, bytes * 1e-6, estimate * 1e6, median(t) * 1e6);
     std::fflush(stdout);
+  }
+  // The Solver's own measured choice on the same matrix, for comparison with the sweep above.
+  spade::Solver solver(gpu_options(threads, true));
+  solver.analyze(A);
+  solver.factorize(A);
+  if (solver.wait_for_partitioned_inverse()) {
+    std::printf("| %s | the Solver's timed bands:", name.c_str());
+    for (const spade::PartitionTrial& t : solver.report().plan->partition_trials)
+      std::printf(" %d: %.1f", t.band, t.seconds * 1e6);
+    std::printf("; kept %d | | | | | |\n", solver.report().plan->partition_band);
   }
 }
 
@@ -800,6 +813,13 @@ int main(int argc, char** argv) {
                   100 * r.visible / r.factor, ready_cell(r).c_str(), r.error);
       std::fflush(stdout);
       if (r.cusparse.error > 1e-8) std::printf("  (cuSPARSE differs from spade by %.1e on %s)\n", r.cusparse.error, r.name.c_str());
+    }
+    std::printf("\nThe partitioned inverse's bands as the Solver timed them (one solve, us; the fastest kept):\n\n");
+    for (const Row& r : rows) {
+      if (r.trials.empty()) continue;
+      std::printf("- %s:", r.name.c_str());
+      for (const spade::PartitionTrial& t : r.trials) std::printf(" %d: %.1f", t.band, t.seconds * 1e6);
+      std::printf("; kept %d\n", r.band);
     }
     std::printf("\nWhere a sweep's time goes (one traced solve, nrhs = 1, %%globaltimer; us): the sweep's span, its "
                 "floor (L read once), and its critical chain of supernodes split into hand-offs (a supernode's first "

@@ -97,6 +97,11 @@ void print_placement(std::FILE* out, const SolveSummary& s) {
         std::fprintf(out, "not used: %s\n", p.partitioned_problem.c_str());
       else
         std::fprintf(out, "ready %.4f s after the factorization\n", p.partitioned_seconds);
+      if (!p.partition_trials.empty()) {
+        std::fprintf(out, "                 bands timed (levels per piece: one solve, us):");
+        for (const spade::PartitionTrial& t : p.partition_trials) std::fprintf(out, " %d: %.1f", t.band, t.seconds * 1e6);
+        std::fprintf(out, "; the fastest kept\n");
+      }
     }
     std::fprintf(out, "                 diagonal blocks inverted on the GPU: %d by the warp kernel, %d by the block "
                       "kernel, %d by cuBLAS trsm or cuSOLVER trtri\n",
@@ -241,6 +246,8 @@ nlohmann::ordered_json to_json(const Report& report) {
     ordered_json placement = {{"requested", s.placement_requested}, {"gpu", s.gpu}, {"reason", s.placement_reason}};
     if (s.plan) {
       const GpuPlanReport& p = *s.plan;
+      ordered_json trials = ordered_json::array();
+      for (const spade::PartitionTrial& t : p.partition_trials) trials.push_back({{"band", t.band}, {"seconds", t.seconds}});
       placement["plan"] = {{"device", p.device},
                            {"device_bytes", p.device_bytes},
                            {"factor_bytes", p.factor_bytes},
@@ -255,6 +262,7 @@ nlohmann::ordered_json to_json(const Report& report) {
                            {"merged_pieces", p.merged_pieces},
                            {"partitioned_seconds", p.partitioned_seconds},
                            {"partitioned_problem", p.partitioned_problem},
+                           {"partition_trials", trials},
                            {"kernels", {{"solve", "supernodal forward/backward sweeps: one warp per group or 32 x 32 "
                                                   "tile, dependency counters on the assembly tree"},
                                         {"inverse_warp", p.small_inverses},

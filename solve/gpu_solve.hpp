@@ -171,6 +171,12 @@ class GpuSolvePlan {
   double last_backward_seconds() const { return backward_seconds_; }
   int last_passes() const { return passes_; }
 
+  /// The median over `reps` solves of one right-hand side (after two untimed ones) of the forward plus the
+  /// backward sweep time (CUDA events, seconds); b is a constant vector in device memory of the call's own.
+  /// The Solver's measured choice of the partitioned inverse's band (partitioned_inverse.hpp) reads it.
+  /// Needs finish_values(); synchronous. Throws InvalidInput for reps < 1, and as solve().
+  double time_solve(int reps);
+
   const SupernodalSchedule& schedule() const { return schedule_; }
   /// The supernodes the solve runs on (unpartitioned for an LU plan and for the first constructor).
   const SolveStructure& structure() const { return structure_; }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <string>
 
 #include "spade/error.hpp"
@@ -121,25 +122,53 @@ double partition_estimate(const SymbolicFactor& S, const SupernodalSchedule& sch
   return terms.handoffs + terms.bytes;
 }
 
-index_t choose_partition_band(const SymbolicFactor& S, const SupernodalSchedule& schedule, double handoff_seconds,
-                              double bytes_per_second) {
+namespace {
+
+/// Brent's estimate at bands 1, 2, ... up to the tree's depth, stopping once the bytes alone exceed the best
+/// estimate so far (larger bands fill more): {band, estimate} in band order.
+std::vector<std::pair<index_t, double>> band_estimates(const SymbolicFactor& S, const SupernodalSchedule& schedule,
+                                                       double handoff_seconds, double bytes_per_second,
+                                                       const char* who) {
   if (!(handoff_seconds > 0) || !(bytes_per_second > 0))
-    throw InvalidInput("choose_partition_band: the hand-off cost and the bandwidth must be positive");
-  check_schedule(S, schedule, "choose_partition_band");
-  const std::vector<index_t> depth = depths(S, "choose_partition_band");
+    throw InvalidInput(std::string(who) + ": the hand-off cost and the bandwidth must be positive");
+  check_schedule(S, schedule, who);
+  const std::vector<index_t> depth = depths(S, who);
   const index_t height = depth.empty() ? 1 : *std::max_element(depth.begin(), depth.end());
-  index_t best_band = 1;
+  std::vector<std::pair<index_t, double>> out;
   double best = std::numeric_limits<double>::infinity();
   for (index_t band = 1; band <= height; ++band) {
     const PartitionCost c = partition_cost(S, schedule, depth, band);
     const double bytes = 8 * c.entries / bytes_per_second;
-    if (bytes > best) break;  // the bytes alone exceed the best estimate, and larger bands fill more
-    if (c.longest * handoff_seconds + bytes < best) {
-      best = c.longest * handoff_seconds + bytes;
-      best_band = band;
-    }
+    if (bytes > best) break;
+    out.emplace_back(band, c.longest * handoff_seconds + bytes);
+    best = std::min(best, out.back().second);
   }
-  return best_band;
+  return out;
+}
+
+/// Ascending estimate, the smaller band first on a tie.
+bool estimate_order(const std::pair<index_t, double>& a, const std::pair<index_t, double>& b) {
+  return a.second < b.second || (a.second == b.second && a.first < b.first);
+}
+
+}  // namespace
+
+index_t choose_partition_band(const SymbolicFactor& S, const SupernodalSchedule& schedule, double handoff_seconds,
+                              double bytes_per_second) {
+  const auto estimates = band_estimates(S, schedule, handoff_seconds, bytes_per_second, "choose_partition_band");
+  return std::min_element(estimates.begin(), estimates.end(), estimate_order)->first;
+}
+
+std::vector<index_t> partition_trial_bands(const SymbolicFactor& S, const SupernodalSchedule& schedule,
+                                           double handoff_seconds, double bytes_per_second, int count) {
+  if (count < 1) throw InvalidInput("partition_trial_bands: count must be >= 1, got " + std::to_string(count));
+  auto estimates = band_estimates(S, schedule, handoff_seconds, bytes_per_second, "partition_trial_bands");
+  std::stable_sort(estimates.begin(), estimates.end(), estimate_order);
+  std::vector<index_t> bands;
+  if (estimates.front().first == 1) return bands;  // the model keeps every level: no partitioned inverse
+  for (const auto& [band, estimate] : estimates)
+    if (band > 1 && static_cast<int>(bands.size()) < count) bands.push_back(band);
+  return bands;
 }
 
 SolveStructure partition_for_solve(std::shared_ptr<const SymbolicFactor> factor, index_t band) {

@@ -10,12 +10,17 @@
 // in), so that a sweep hands off once per piece instead of once per supernode.
 //
 // Why: on a small factor a sweep is its critical chain of supernodes, each costing a hand-off and a round
-// trip to memory (docs/benchmarks/solve.md, "Where the time goes"), while its bytes stream in far less. Merging trades bytes for hand-offs. The plan takes the band
-// that minimizes Brent's bound on a sweep (R. P. Brent, "The parallel evaluation of general arithmetic
-// expressions", J. ACM 21(2), 1974: time <= work / rate + critical path):
+// trip to memory (docs/benchmarks/solve.md, "Where the time goes"), while its bytes stream in far less.
+// Merging trades bytes for hand-offs. A model ranks the bands, the clock decides. The model is Brent's
+// bound on a sweep (R. P. Brent, "The parallel evaluation of general arithmetic expressions", J. ACM 21(2),
+// 1974: time <= work / rate + critical path):
 //     estimate(band) = pieces on the longest path x hand-off + bytes of the merged factor / bandwidth.
-// On a large factor the bytes dominate and the band stays 1 (no merge); on a small one a few levels per
-// piece (choose_partition_band).
+// On a large factor the bytes dominate and the band stays 1 (no merge; choose_partition_band). On a small
+// one the Solver builds the plan at the bands of the smallest estimates (partition_trial_bands), times a
+// solve on each, and keeps the fastest: the estimate orders the bands well but does not find the best
+// one (it was 1.1-1.9x behind the best band on 7 of 20 factors swept in docs/benchmarks/solve.md,
+// "The band rule against every band": merged pieces stream at about half the bandwidth it assumes, and a
+// piece on the path costs more behind a large one than the one hand-off it is priced at).
 #pragma once
 
 #include <memory>
@@ -82,6 +87,22 @@ SweepTerms partition_terms(const SymbolicFactor& factor, const SupernodalSchedul
 /// the two device constants. Throws InvalidInput for non-positive constants.
 index_t choose_partition_band(const SymbolicFactor& factor, const SupernodalSchedule& schedule,
                               double handoff_seconds, double bytes_per_second);
+
+/// The bands at which the Solver builds and times the partitioned inverse's plan: those of the `count`
+/// smallest estimates among the bands choose_partition_band weighs, band 1 left out, the smallest estimate
+/// first (so the first is choose_partition_band's choice); empty where that choice is band 1. Pure host
+/// function. Throws InvalidInput for non-positive constants or count < 1.
+std::vector<index_t> partition_trial_bands(const SymbolicFactor& factor, const SupernodalSchedule& schedule,
+                                           double handoff_seconds, double bytes_per_second, int count);
+
+/// The most bands the Solver times (partition_trial_bands' count). Enough for every band of the small
+/// factors' trees (depths of 9-24 in docs/benchmarks/solve.md, where the estimate put the best band as
+/// far down as sixth), while on the larger ones the bytes bound skips most bands (choose_band_by_timing in
+/// solve/solver.cpp); each band costs one plan built, fed and timed on a thread beside the caller's solves,
+/// 5-20 ms on those factors.
+constexpr int kPartitionTrials = 12;
+/// Solves timed per band (the median is taken), after two untimed ones.
+constexpr int kPartitionTrialSolves = 5;
 
 /// The hand-off cost per supernode on a sweep's critical chain that the plan assumes: the middle of what the
 /// traced sweeps measured (docs/benchmarks/solve.md).

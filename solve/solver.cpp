@@ -241,7 +241,9 @@ struct Solver::Impl {
   // switch to the plan once it holds the current factorization's values.
   std::unique_ptr<GpuSolvePlan> partitioned;
   std::string partitioned_problem;
-  std::optional<SolveStructure> partitioned_structure;  // chosen, its plan not built yet
+  std::optional<SolveStructure> partitioned_structure;  // of trial_bands' first, its plan not built yet
+  std::vector<index_t> trial_bands;                     // to time while no plan is kept (choose_band_by_timing)
+  std::vector<PartitionTrial> partition_trials;         // the bands timed, in order
   // The residual may run on either plan's stream (set_stream): destroyed before both.
   std::unique_ptr<GpuResidual> residual;
   // The correction of the LU's replaced pivots for the LU plan's solves (gpu_lu_correction), its memory on
@@ -568,22 +570,24 @@ struct Solver::Impl {
     partitioned_cv.notify_all();
   }
 
-  /// The partitioned inverse's thread during one factorization: the band and the merged structure (once per
-  /// analysis, by the cost model of partitioned_inverse.hpp), beside the factorization; then, once the
-  /// per-supernode plan holds the new values (go_partitioned), the plan (once), the whole factor in one
-  /// upload and the wait for its last inversion. Its failures stay here (partitioned_problem): the
-  /// per-supernode plan solves instead.
+  /// The partitioned inverse's thread during one factorization. Beside the factorization (once per
+  /// analysis): the bands to time (partition_trial_bands) and the structure of the first, whose band is
+  /// published as the choice so far. Then, once the per-supernode plan holds the new values
+  /// (go_partitioned): while no plan is kept, the measured choice (choose_band_by_timing); then the whole
+  /// factor in one upload to the kept plan and the wait for its last inversion. Its failures stay here
+  /// (partitioned_problem): the per-supernode plan solves instead.
   void feed_partitioned() {
     try {
       SPADE_CUDA_CHECK(cudaSetDevice(device));
       if (!partitioned_chosen) {
-        SupernodalSchedule schedule = build_schedule(*symbolic);
-        const index_t band = choose_partition_band(*symbolic, schedule, kSolveHandoffSeconds, gpu_bandwidth_estimate());
-        if (band <= 1) {
+        const SupernodalSchedule schedule = build_schedule(*symbolic);
+        trial_bands =
+            partition_trial_bands(*symbolic, schedule, kSolveHandoffSeconds, gpu_bandwidth_estimate(), kPartitionTrials);
+        if (trial_bands.empty()) {
           publish_choice(1, 0);
         } else {
-          partitioned_structure = partition_for_solve(symbolic, band);
-          publish_choice(band, partitioned_structure->merged_pieces);
+          partitioned_structure = partition_for_solve(symbolic, trial_bands.front());
+          publish_choice(trial_bands.front(), partitioned_structure->merged_pieces);
         }
       }
       // The rest waits until the per-supernode plan holds the values, so that it takes no processor time
@@ -595,28 +599,75 @@ struct Solver::Impl {
         partitioned_cv.wait(lock, [this] { return partitioned_go || partitioned_cancel; });
         if (!partitioned_cancel) values = partitioned_values, generation = partitioned_generation;
       }
-      if (values != nullptr && partitioned_structure) {  // the plan, once per analysis
-        SupernodalSchedule merged = build_schedule(*partitioned_structure->solve);
-        const std::size_t need = GpuSolvePlan::memory_estimate(*partitioned_structure, merged).total();
-        // Beside the per-supernode plan (complete: go_partitioned comes after it) and the residual.
-        const std::size_t others = plan->memory().total() + refinement_bytes();
-        partitioned_problem = memory_problem("the partitioned inverse", need, need + others);
-        if (partitioned_problem.empty())
-          partitioned = std::make_unique<GpuSolvePlan>(std::move(*partitioned_structure), std::move(merged));
-        partitioned_structure.reset();
-      }
-      if (values != nullptr && partitioned) {
+      if (values != nullptr && !partitioned && !trial_bands.empty()) choose_band_by_timing(values, generation);
+      if (values != nullptr && partitioned && partitioned->generation() != generation) {
         partitioned->begin_values();
         partitioned->upload(values, 0, symbolic->num_supernodes - 1);
         partitioned->finish_values(generation);
-        partitioned_done = Clock::now();
       }
+      if (partitioned && partitioned->generation() == generation && generation != 0) partitioned_done = Clock::now();
     } catch (const std::exception& e) {
       // The plan stays (the residual may hold memory on its stream) but serves no solve again.
       partitioned_problem = std::string("the partitioned inverse failed: ") + e.what();
     }
     if (!partitioned_chosen) publish_choice(1, 0);
     partitioned_finished.store(true, std::memory_order_release);
+  }
+
+  /// The measured choice of the band (partitioned_inverse.hpp): the plan of each of trial_bands in turn,
+  /// fed `values` and timed (GpuSolvePlan::time_solve); the fastest is kept as `partitioned`, the others
+  /// freed as the next is built. A band whose merged panels alone, read once by each sweep at the device's
+  /// bandwidth, take longer than the fastest solve so far is skipped, and so is one that does not fit the
+  /// device memory beside the plans kept. A cancel (a new factorization) stops the trials: the fastest so
+  /// far is kept, and where none was timed the next factorization's thread starts them again.
+  void choose_band_by_timing(const double* values, std::uint64_t generation) {
+    const double bandwidth = gpu_bandwidth_estimate();
+    std::unique_ptr<GpuSolvePlan> best;
+    double best_seconds = 0;
+    std::string problem;
+    std::size_t next = 0;
+    for (; next < trial_bands.size(); ++next) {
+      {
+        std::lock_guard<std::mutex> lock(partitioned_mutex);
+        if (partitioned_cancel) break;
+      }
+      const index_t band = trial_bands[next];
+      SolveStructure structure = partitioned_structure && partitioned_structure->band == band
+                                     ? std::move(*partitioned_structure)
+                                     : partition_for_solve(symbolic, band);
+      partitioned_structure.reset();
+      const double bytes = static_cast<double>(structure.solve->panel_offset.back()) * sizeof(double);
+      if (best && 2 * bytes / bandwidth >= best_seconds) continue;
+      SupernodalSchedule merged = build_schedule(*structure.solve);
+      const std::size_t need = GpuSolvePlan::memory_estimate(structure, merged).total();
+      // Beside the per-supernode plan (complete: go_partitioned comes after it), the residual and the
+      // fastest plan so far.
+      const std::size_t others = plan->memory().total() + refinement_bytes() + (best ? best->memory().total() : 0);
+      if (std::string why = memory_problem("the partitioned inverse", need, need + others); !why.empty()) {
+        if (problem.empty()) problem = why;
+        continue;
+      }
+      const index_t pieces = structure.merged_pieces;
+      auto candidate = std::make_unique<GpuSolvePlan>(std::move(structure), std::move(merged));
+      candidate->begin_values();
+      candidate->upload(values, 0, symbolic->num_supernodes - 1);
+      candidate->finish_values(generation);
+      const double seconds = candidate->time_solve(kPartitionTrialSolves);
+      partition_trials.push_back({band, seconds});
+      if (!best || seconds < best_seconds) {
+        best = std::move(candidate);
+        best_seconds = seconds;
+        std::lock_guard<std::mutex> lock(partitioned_mutex);
+        partitioned_band = band;
+        partitioned_pieces = pieces;
+      }
+    }
+    if (!best) {
+      if (next == trial_bands.size()) partitioned_problem = problem;  // every band was refused its memory
+      return;
+    }
+    trial_bands.clear();
+    partitioned = std::move(best);
   }
 
   /// Lets the partitioned inverse's thread upload the current factor (whose per-supernode plan is ready).
@@ -635,6 +686,9 @@ struct Solver::Impl {
     partitioned_worker.join();
     if (!report.plan) return;
     report.plan->partitioned_problem = partitioned_problem;
+    report.plan->partition_band = partitioned_band;
+    report.plan->merged_pieces = partitioned_pieces;
+    report.plan->partition_trials = partition_trials;
     if (partitioned && partitioned->generation() != 0)
       report.plan->partitioned_seconds = std::chrono::duration<double>(partitioned_done - factor_returned).count();
   }
@@ -656,6 +710,8 @@ struct Solver::Impl {
     stop_partitioned();
     partitioned.reset();
     partitioned_structure.reset();
+    trial_bands.clear();
+    partition_trials.clear();
     partitioned_problem.clear();
     partitioned_chosen = false;
     partitioned_band = 1;

@@ -468,5 +468,41 @@ TEST(PartitionedInverse, BandRuleMinimizesItsEstimate) {
   EXPECT_THROW(partition_estimate(*big, build_schedule(*analyze(laplacian_2d(5, 5))), 1, 1, 1), InvalidInput);
 }
 
+TEST(PartitionedInverse, TrialBandsFollowTheEstimate) {
+  const std::vector<std::pair<std::string, SparseMatrix>> cases = {
+      {"lap2d 60x50", laplacian_2d(60, 50)},
+      {"lap3d 12^3", laplacian_3d(12, 12, 12)},
+      {"lap3d27 10^3", laplacian_3d(10, 10, 10, Stencil::twenty_seven_point)},
+      {"chain", testing::tridiagonal(400)}};
+  for (const auto& [name, A] : cases) {
+    const auto S = analyze(A, name == "chain" ? natural_unrelaxed() : AnalyzeOptions{});
+    const Schedule schedule = build_schedule(*S);
+    for (const int count : {1, 3, kPartitionTrials, 1000}) {
+      const std::vector<index_t> bands = partition_trial_bands(*S, schedule, kSolveHandoffSeconds, 3e12, count);
+      const std::string what = name + ", count " + std::to_string(count);
+      // The model's choice first, then bands of no smaller estimate, each once, none of them 1.
+      ASSERT_FALSE(bands.empty()) << what;
+      EXPECT_LE(static_cast<int>(bands.size()), count) << what;
+      EXPECT_EQ(bands.front(), choose_partition_band(*S, schedule, kSolveHandoffSeconds, 3e12)) << what;
+      for (std::size_t i = 0; i < bands.size(); ++i) {
+        EXPECT_GT(bands[i], 1) << what;
+        EXPECT_EQ(std::count(bands.begin(), bands.end(), bands[i]), 1) << what;
+        if (i > 0)
+          EXPECT_LE(partition_estimate(*S, schedule, bands[i - 1], kSolveHandoffSeconds, 3e12),
+                    partition_estimate(*S, schedule, bands[i], kSolveHandoffSeconds, 3e12))
+              << what << ", position " << i;
+      }
+      // Fewer asked for: a prefix of more.
+      const std::vector<index_t> all = partition_trial_bands(*S, schedule, kSolveHandoffSeconds, 3e12, 1000);
+      EXPECT_TRUE(std::equal(bands.begin(), bands.end(), all.begin())) << what;
+    }
+  }
+  // Where the model keeps every level, nothing to time.
+  const auto big = analyze(laplacian_3d(24, 24, 24));
+  EXPECT_TRUE(partition_trial_bands(*big, build_schedule(*big), kSolveHandoffSeconds, 1e10, kPartitionTrials).empty());
+  EXPECT_THROW(partition_trial_bands(*big, build_schedule(*big), kSolveHandoffSeconds, 1e10, 0), InvalidInput);
+  EXPECT_THROW(partition_trial_bands(*big, build_schedule(*big), -1, 1e10, 1), InvalidInput);
+}
+
 }  // namespace
 }  // namespace spade

@@ -500,6 +500,22 @@ TEST(GpuPlan, PartitionedInverseMatchesTheHostReference) {
   EXPECT_THROW(plan.finish_values(F.generation()), InvalidInput);
 }
 
+/// The measured choice of the partitioned inverse's band: bands timed once each, none of them 1, every
+/// time positive, and the band kept is the fastest of them.
+void expect_fastest_band_kept(const GpuPlanReport& plan) {
+  const std::vector<PartitionTrial>& trials = plan.partition_trials;
+  ASSERT_FALSE(trials.empty());
+  EXPECT_LE(static_cast<int>(trials.size()), kPartitionTrials);
+  const PartitionTrial* fastest = &trials.front();
+  for (const PartitionTrial& t : trials) {
+    EXPECT_GT(t.band, 1);
+    EXPECT_GT(t.seconds, 0);
+    EXPECT_EQ(std::count_if(trials.begin(), trials.end(), [&](const PartitionTrial& u) { return u.band == t.band; }), 1);
+    if (t.seconds < fastest->seconds) fastest = &t;
+  }
+  EXPECT_EQ(plan.partition_band, fastest->band);
+}
+
 TEST(GpuSolve, PartitionedInverseThroughTheSolver) {
   SPADE_REQUIRE_GPU();
   // A small factor, where the cost model merges levels: the facade's solves, refinement and
@@ -527,6 +543,7 @@ TEST(GpuSolve, PartitionedInverseThroughTheSolver) {
       if (waited) {
         ASSERT_TRUE(solver.wait_for_partitioned_inverse()) << solver.report().plan->partitioned_problem;
         EXPECT_GT(solver.report().plan->partitioned_seconds, 0);
+        expect_fastest_band_kept(*solver.report().plan);
       }
       for (const index_t nrhs : {1, 16}) {
         unsigned seed = 0;
@@ -551,6 +568,39 @@ TEST(GpuSolve, PartitionedInverseThroughTheSolver) {
       new_values();
       solver.factorize(A);
     }
+  }
+}
+
+TEST(GpuSolve, PartitionedInverseTrialsCutShortByARefactorization) {
+  SPADE_REQUIRE_GPU();
+  // A refactorization right after the first factorization cancels the band's trials wherever they are:
+  // the fastest band timed so far is kept (or, with none timed, the next factorization times them), and
+  // every solve matches the host's.
+  SolverOptions options = on(Placement::gpu);
+  options.partitioned_inverse = true;
+  SparseMatrix A = laplacian_3d(12, 12, 12);
+  const index_t n = A.rows();
+  for (int refactorizations = 1; refactorizations <= 3; ++refactorizations) {
+    Solver solver(options);
+    solver.analyze(A);
+    solver.factorize(A);
+    ASSERT_TRUE(solver.on_gpu()) << solver.report().placement_reason;
+    for (int r = 0; r < refactorizations; ++r) {
+      for (index_t j = 0; j < n; ++j)
+        for (offset_t p = A.col_ptr()[j]; p < A.col_ptr()[j + 1]; ++p)
+          if (A.row_ind()[p] == j) A.values()[p] += 0.5;
+      solver.factorize(A);
+    }
+    ASSERT_TRUE(solver.wait_for_partitioned_inverse()) << solver.report().plan->partitioned_problem;
+    expect_fastest_band_kept(*solver.report().plan);
+    const NumericFactor& F = solver.factor();
+    unsigned seed = 7;
+    const std::vector<double> B = random_block(n, 2, seed);
+    std::vector<double> X = B, expected = B;
+    solver.solve(X.data(), 2, n);
+    EXPECT_TRUE(solver.report().last_solve->partitioned);
+    solve_in_place(F, expected.data(), 2, n);
+    EXPECT_LE(relative_difference(X, expected), 1000 * kEps * condition_of(A, F)) << refactorizations;
   }
 }
 

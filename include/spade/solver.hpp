@@ -89,9 +89,10 @@ struct SolverOptions {
   /// ResourceError. Set before analyze(); it leaves room for other work on the GPU, and tests the fallback.
   std::size_t device_memory_limit = 0;
   /// The GPU solve of a Cholesky factor also builds the partitioned inverse (solve/partitioned_inverse.hpp:
-  /// tree levels merged into dense pieces whose inverses are stored, the band chosen by its cost model), as
-  /// a second plan, chosen on a thread of its own beside the factorization and built and fed there once the
-  /// per-supernode plan holds the factor. Each sweep of it hands off once per piece, so on a small factor
+  /// tree levels merged into dense pieces whose inverses are stored), as a second plan, on a thread of its
+  /// own: its candidate bands are ranked by a cost model beside the factorization; once the per-supernode
+  /// plan holds the factor, the plan is built and fed at each of up to twelve of them and timed, and the
+  /// fastest is kept (once per analysis; GpuPlanReport::partition_trials lists them). Each sweep of it hands off once per piece, so on a small factor
   /// its solves run faster; its pieces' inversions take longer than the supernodes', so nothing waits for
   /// them: solves use the per-supernode plan until the partitioned one holds the current factorization's
   /// values (SolveTimes::partitioned says which one ran; the two agree to
@@ -109,6 +110,12 @@ struct PhaseTime {
   double gflops_per_second = 0;
 };
 
+/// One band at which the partitioned inverse's plan was built and timed (the measured choice of the band).
+struct PartitionTrial {
+  index_t band = 0;
+  double seconds = 0;  ///< forward + backward sweep of one right-hand side, median of 5 (CUDA events)
+};
+
 /// What the GPU solve plan is and what building and feeding it cost.
 struct GpuPlanReport {
   std::string device;              ///< the GPU in one line
@@ -121,10 +128,15 @@ struct GpuPlanReport {
   index_t tiled_supernodes = 0;
   index_t tree_height = 0;         ///< longest chain of tiled supernodes (hand-offs per sweep, plus one group)
   index_t critical_columns = 0;    ///< diagonal-block columns along the longest path of the assembly tree
-  /// Partitioned inverse: tree levels merged into one supernode of the solve (1: none; chosen by the plan's
-  /// cost model, solve/partitioned_inverse.hpp), and the merged supernodes it made.
+  /// Partitioned inverse: tree levels merged into one supernode of the solve (1: none), and the merged
+  /// supernodes it made. Until the partitioned inverse is ready (a solve used it, or
+  /// wait_for_partitioned_inverse() returned) the cost model's first choice; then the fastest band timed
+  /// (solve/partitioned_inverse.hpp: the model ranks the bands, the clock decides).
   index_t partition_band = 1;
   index_t merged_pieces = 0;
+  /// The bands timed, in the order timed (empty before the partitioned inverse is ready, and where none was
+  /// built).
+  std::vector<PartitionTrial> partition_trials;
   /// Seconds after the factorization returned when the partitioned inverse held its values (known once a
   /// solve used it or wait_for_partitioned_inverse() returned; 0 before, or when there is none).
   double partitioned_seconds = 0;
