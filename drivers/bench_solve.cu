@@ -218,9 +218,10 @@ TraceStats trace_solve(const spade::NumericFactor& F, const std::vector<double>&
   for (int sweep = 0; sweep < 2; ++sweep) {
     const std::vector<spade::SolveTask>& tasks = sweep == 0 ? plan.schedule().tasks : plan.schedule().backward;
     const unsigned long long* tr = t.data() + (sweep == 0 ? 0 : 3 * T);
-    // Per supernode: when its first tile passed its wait, when its last tile finished; per task: the
-    // supernode its completion releases (forward: the parent; backward: its own).
-    std::vector<unsigned long long> met(ns, ~0ull), finish(ns, 0);
+    // Per supernode: when its first tile passed its wait (met: of the tiles that wait; started: of any,
+    // a backward diagonal-block tile passing none), when its last tile finished; per task: the supernode
+    // its completion releases (forward: the parent; backward: its own).
+    std::vector<unsigned long long> met(ns, ~0ull), started(ns, ~0ull), finish(ns, 0);
     unsigned long long lo = ~0ull, hi = 0;
     for (std::size_t k = 0; k < T; ++k) {
       lo = std::min(lo, tr[3 * k]);
@@ -228,6 +229,7 @@ TraceStats trace_solve(const spade::NumericFactor& F, const std::vector<double>&
       const spade::SolveTask& task = tasks[k];
       if (task.row0 < 0) continue;
       finish[task.first] = std::max(finish[task.first], tr[3 * k + 2]);
+      started[task.first] = std::min(started[task.first], tr[3 * k + 1]);
       if (sweep == 1 && !spade::backward_tile_waits(S, task)) continue;  // passed no wait
       met[task.first] = std::min(met[task.first], tr[3 * k + 1]);
     }
@@ -255,7 +257,7 @@ TraceStats trace_solve(const spade::NumericFactor& F, const std::vector<double>&
         if (finish[j] > 0 && (s < 0 || finish[j] > finish[s])) s = j;
       while (s >= 0) {
         ++st.chain;
-        st.work += (static_cast<double>(finish[s]) - met[s]) * 1e-3;
+        st.work += (static_cast<double>(finish[s]) - started[s]) * 1e-3;
         const std::size_t k = last_task[s];
         if (k == T) break;
         st.handoffs += (static_cast<double>(met[s]) - release[s]) * 1e-3;
@@ -274,8 +276,8 @@ TraceStats trace_solve(const spade::NumericFactor& F, const std::vector<double>&
       st.work += tasks[k].row0 < 0 ? (static_cast<double>(tr[3 * k + 2]) - tr[3 * k + 1]) * 1e-3 : 0;
       while (s >= 0) {
         ++st.chain;
-        st.work += (static_cast<double>(finish[s]) - met[s]) * 1e-3;
-        if (release[s] > 0) st.handoffs += (static_cast<double>(met[s]) - release[s]) * 1e-3;
+        st.work += (static_cast<double>(finish[s]) - started[s]) * 1e-3;
+        if (release[s] > 0 && met[s] != ~0ull) st.handoffs += (static_cast<double>(met[s]) - release[s]) * 1e-3;
         s = S.super_parent[s];
       }
     }
