@@ -153,6 +153,23 @@ struct GpuSolvePlan::Device {
   DeviceArray<unsigned long long> trace;  // empty unless tracing
   std::vector<cudaEvent_t> events;  // three per pass: start, between the sweeps, end
 
+  // CUDA graphs of a one-pass solve (its two sweeps and three events), for the solves that recur with the
+  // same arguments: a solve launched as a graph reaches the GPU in one submission instead of five, which
+  // on a small factor is several microseconds of the solve (docs/benchmarks/solve.md, "A pass as a CUDA
+  // graph"). A pass is captured the second time its key is seen (a caller solving with ever new buffers
+  // pays no capture), on a stream of its own that is non-blocking, so that the capture makes no implicit
+  // dependency on the legacy stream (another thread's work there would fail), and launched on the solve
+  // stream.
+  struct PassGraph {
+    PassKey key;
+    cudaGraphExec_t exec = nullptr;  // null until the key's second solve
+    std::uint64_t used = 0;          // the solve count at its last use
+  };
+  static constexpr std::size_t kPassGraphs = 4;  // the least recently used goes when a fifth key comes
+  std::vector<PassGraph> graphs;
+  std::uint64_t solves = 0;
+  cudaStream_t capture_stream = nullptr;
+
   DeviceArray<char> trtri_work;
   std::vector<char> trtri_host;
   std::size_t trtri_bytes = 0;
@@ -164,6 +181,9 @@ struct GpuSolvePlan::Device {
   cusolverDnHandle_t cusolver = nullptr;
 
   ~Device() {
+    for (PassGraph& g : graphs)
+      if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
+    if (capture_stream != nullptr) cudaStreamDestroy(capture_stream);
     if (maps_copied != nullptr) cudaEventDestroy(maps_copied);
     if (lanes_start != nullptr) cudaEventDestroy(lanes_start);
     if (lanes_end != nullptr) cudaEventDestroy(lanes_end);
@@ -250,6 +270,7 @@ GpuSolvePlan::GpuSolvePlan(SolveStructure structure, std::shared_ptr<const LuSym
   SPADE_CUDA_CHECK(cudaStreamCreate(&lane_stream_));
   device_ = std::make_unique<Device>();
   Device& d = *device_;
+  SPADE_CUDA_CHECK(cudaStreamCreateWithFlags(&d.capture_stream, cudaStreamNonBlocking));
   cudaStream_t st = upload_stream_;
   const std::size_t ns = static_cast<std::size_t>(S.num_supernodes), n = static_cast<std::size_t>(S.n);
   d.values = DeviceArray<double>(static_cast<std::size_t>(S.panel_offset.back()), st);
@@ -685,6 +706,43 @@ std::size_t GpuSolvePlan::single_copy_bytes() const {
   return device_->values.size() * (lu_ ? 2 : 1) * sizeof(float);
 }
 
+template <typename Enqueue>
+cudaGraphExec_t GpuSolvePlan::pass_graph(const PassKey& key, const Enqueue& enqueue) {
+  Device& d = *device_;
+  ++d.solves;
+  auto it = std::find_if(d.graphs.begin(), d.graphs.end(), [&](const Device::PassGraph& g) { return g.key == key; });
+  if (it == d.graphs.end()) {  // first sight: remembered, launched directly
+    if (d.graphs.size() < Device::kPassGraphs) {
+      it = d.graphs.emplace(d.graphs.end());
+    } else {
+      it = std::min_element(d.graphs.begin(), d.graphs.end(),
+                            [](const Device::PassGraph& a, const Device::PassGraph& b) { return a.used < b.used; });
+      if (it->exec != nullptr) cudaGraphExecDestroy(it->exec);
+      *it = Device::PassGraph{};
+    }
+    it->key = key;
+    it->used = d.solves;
+    return nullptr;
+  }
+  it->used = d.solves;
+  if (it->exec != nullptr) return it->exec;
+  cudaGraph_t graph = nullptr;
+  SPADE_CUDA_CHECK(cudaStreamBeginCapture(d.capture_stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    enqueue(d.capture_stream, cudaEventRecordExternal);  // the events become the graph's own record nodes
+  } catch (...) {
+    cudaStreamEndCapture(d.capture_stream, &graph);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    throw;
+  }
+  SPADE_CUDA_CHECK(cudaStreamEndCapture(d.capture_stream, &graph));
+  const cudaError_t made = cudaGraphInstantiate(&it->exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (made != cudaSuccess) it->exec = nullptr;
+  SPADE_CUDA_CHECK(made);
+  return it->exec;
+}
+
 double GpuSolvePlan::time_solve(int reps) {
   if (reps < 1) throw InvalidInput("GpuSolvePlan::time_solve: reps must be >= 1, got " + std::to_string(reps));
   const index_t n = symbolic_->n;
@@ -775,12 +833,22 @@ void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, i
                                  d.trace.size() > 0 ? d.trace.get() : nullptr};
     const int grid = std::max(1, grid_[single][width_slot(width)] / lanes);
     cudaEvent_t* e = d.events.data() + 3 * passes_;
-    SPADE_CUDA_CHECK(cudaEventRecord(e[0], stream));
     const kernels::PanelPrecision precision = single ? kernels::PanelPrecision::fp32 : kernels::PanelPrecision::fp64;
-    kernels::launch_supernodal_forward(width, forward_view, ws, pass, precision, grid, stream);
-    SPADE_CUDA_CHECK(cudaEventRecord(e[1], stream));
-    kernels::launch_supernodal_backward(width, backward_view, ws, pass, precision, grid, stream);
-    SPADE_CUDA_CHECK(cudaEventRecord(e[2], stream));
+    const auto enqueue = [&](cudaStream_t on, unsigned event_flags) {
+      SPADE_CUDA_CHECK(cudaEventRecordWithFlags(e[0], on, event_flags));
+      kernels::launch_supernodal_forward(width, forward_view, ws, pass, precision, grid, on);
+      SPADE_CUDA_CHECK(cudaEventRecordWithFlags(e[1], on, event_flags));
+      kernels::launch_supernodal_backward(width, backward_view, ws, pass, precision, grid, on);
+      SPADE_CUDA_CHECK(cudaEventRecordWithFlags(e[2], on, event_flags));
+    };
+    const bool one_pass = nrhs <= max_width_ && d.trace.size() == 0;
+    const PassKey key{B, X, ldb, ldx, columns, width, single, lu_ && trans == Transpose::yes,
+                              forward_view.values_single, backward_view.values_single};
+    const cudaGraphExec_t graph = one_pass ? pass_graph(key, enqueue) : nullptr;
+    if (graph != nullptr)
+      SPADE_CUDA_CHECK(cudaGraphLaunch(graph, stream));
+    else
+      enqueue(stream, cudaEventRecordDefault);
     pass_lane.push_back(l);
     col += width;
   }

@@ -141,7 +141,9 @@ class GpuSolvePlan {
   /// must be that of the values on the device (InvalidInput otherwise: the factor changed since it was
   /// uploaded). Runs on stream() (which waits for the legacy default stream) in passes of at most
   /// max_width() right-hand sides, with a second stream that starts after stream()'s earlier work and
-  /// joins back into it, and synchronizes.
+  /// joins back into it, and synchronizes. A solve of one pass whose arguments (B, X, ldb, ldx, nrhs,
+  /// `single`, `trans`) recur is replayed from a CUDA graph of its two sweeps from the second time on (up
+  /// to four such graphs kept, the least recently used replaced; none while tracing).
   /// Throws NumericalError (no_progress) when a spin-wait gave up (the plan's state is restored first).
   /// An LU plan solves A^T X = B with `trans` yes (a Cholesky plan ignores it: A is symmetric).
   /// With `single` the sweeps read the FP32 copy of the panels (make_single_copy(), for this generation;
@@ -194,7 +196,27 @@ class GpuSolvePlan {
   std::vector<unsigned long long> trace() const;
 
  private:
-  struct Device;  // device arrays, handles, events
+  struct Device;  // device arrays, handles, events, pass graphs
+  /// What can change between two one-pass solves of a plan: the arguments that key its CUDA graphs.
+  struct PassKey {
+    const double* b = nullptr;
+    const double* x = nullptr;
+    long long ldb = 0, ldx = 0;
+    int nrhs = 0, width = 0;
+    bool single = false, transposed = false;
+    const float* single_forward = nullptr;  // the FP32 copies the sweeps read (null until made)
+    const float* single_backward = nullptr;
+    bool operator==(const PassKey& o) const {
+      return b == o.b && x == o.x && ldb == o.ldb && ldx == o.ldx && nrhs == o.nrhs && width == o.width &&
+             single == o.single && transposed == o.transposed && single_forward == o.single_forward &&
+             single_backward == o.single_backward;
+    }
+  };
+  /// The CUDA graph of a one-pass solve whose arguments `key` recur (Device::graphs): null the first time a
+  /// key is seen (the caller launches the pass directly), then captured once from `enqueue(stream, event
+  /// record flags)` and replayed. Throws ResourceError for a CUDA failure.
+  template <typename Enqueue>
+  cudaGraphExec_t pass_graph(const PassKey& key, const Enqueue& enqueue);
   GpuSolvePlan(SolveStructure structure, std::shared_ptr<const LuSymbolic> lu, SupernodalSchedule schedule,
                int max_width);
   void reset_workspace();

@@ -807,6 +807,52 @@ TEST(GpuSolve, DeviceMemoryAndRefinementOnTheDevice) {
   cudaFree(dX);
 }
 
+TEST(GpuSolve, RecurringSolvesReplayedAsGraphsMatchTheHost) {
+  SPADE_REQUIRE_GPU();
+  // A one-pass solve is captured as a CUDA graph the second time its arguments recur and replayed after
+  // (GpuSolvePlan::pass_graph, at most four kept). Six device buffers in turn, three rounds, with widths 1,
+  // 3 and 8 and in place or not: graphs made, replayed, evicted and made again, each solve against the
+  // host's; then the same plan's FP32 panels (another key) and a pass of two lanes (no graph).
+  const SparseMatrix A = laplacian_3d(14, 13, 12, Stencil::twenty_seven_point);
+  SolverOptions options = on(Placement::gpu);
+  options.partitioned_inverse = false;
+  options.refine.corrections = CorrectionPrecision::fp32;
+  Solver solver(options);
+  solver.analyze(A);
+  solver.factorize(A);
+  ASSERT_TRUE(solver.on_gpu()) << solver.report().placement_reason;
+  const index_t n = A.rows();
+  const double kappa = condition_of(A, solver.factor());
+  std::vector<double*> buffers(6, nullptr);
+  for (double*& p : buffers) ASSERT_EQ(cudaMalloc(&p, 8 * n * sizeof(double)), cudaSuccess);
+  for (int round = 0; round < 3; ++round)
+    for (std::size_t k = 0; k < buffers.size(); ++k) {
+      const index_t nrhs = k % 3 == 0 ? 1 : k % 3 == 1 ? 3 : 8;
+      unsigned seed = static_cast<unsigned>(10 * round + k);
+      const std::vector<double> B = random_block(n, nrhs, seed);
+      std::vector<double> X(B.size()), expected = B;
+      solve_in_place(solver.factor(), expected.data(), nrhs, n);
+      ASSERT_EQ(cudaMemcpy(buffers[k], B.data(), B.size() * sizeof(double), cudaMemcpyHostToDevice), cudaSuccess);
+      solver.solve(buffers[k], nrhs, n, Memory::device);
+      ASSERT_EQ(cudaMemcpy(X.data(), buffers[k], X.size() * sizeof(double), cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_LE(relative_difference(X, expected), 1000 * kEps * kappa) << "round " << round << ", buffer " << k;
+      EXPECT_GT(solver.report().last_solve->forward_seconds, 0) << "round " << round << ", buffer " << k;
+    }
+  for (double* p : buffers) cudaFree(p);
+  // Refinement with FP32 corrections (the plan's own buffers recurring, the FP32 panels another key) and
+  // 20 right-hand sides (two lanes) on the same plan.
+  for (int t = 0; t < 3; ++t) {
+    std::vector<double> b(n, 1.0), x(n);
+    EXPECT_LE(solver.solve_refined(b.data(), n, x.data(), n, 1).solution.berr, 1e-14) << t;
+  }
+  unsigned seed = 99;
+  const std::vector<double> B = random_block(n, 20, seed);
+  std::vector<double> X = B, expected = B;
+  solver.solve(X.data(), 20, n);
+  solve_in_place(solver.factor(), expected.data(), 20, n);
+  EXPECT_LE(relative_difference(X, expected), 1000 * kEps * kappa);
+}
+
 /// A device copy of a host array, freed at scope exit.
 struct DeviceCopy {
   explicit DeviceCopy(const std::vector<double>& h) : bytes(std::max<std::size_t>(h.size(), 1) * sizeof(double)) {
