@@ -745,14 +745,13 @@ cudaGraphExec_t GpuSolvePlan::pass_graph(const PassKey& key, const Enqueue& enqu
 
 double GpuSolvePlan::time_solve(int reps) {
   if (reps < 1) throw InvalidInput("GpuSolvePlan::time_solve: reps must be >= 1, got " + std::to_string(reps));
-  const index_t n = symbolic_->n;
-  const std::size_t count = static_cast<std::size_t>(std::max<index_t>(n, 1));
-  DeviceArray<double> b(count, solve_stream_), x(count, solve_stream_);
+  const index_t ld = std::max<index_t>(symbolic_->n, 1);
+  DeviceArray<double> b(static_cast<std::size_t>(ld), solve_stream_), x(static_cast<std::size_t>(ld), solve_stream_);
   // Every byte 0x3F: 0.49 in every entry, a right-hand side with no zero to take a shortcut on.
-  SPADE_CUDA_CHECK(cudaMemsetAsync(b.get(), 0x3F, count * sizeof(double), solve_stream_));
+  SPADE_CUDA_CHECK(cudaMemsetAsync(b.get(), 0x3F, static_cast<std::size_t>(ld) * sizeof(double), solve_stream_));
   std::vector<double> seconds;
   for (int r = 0; r < reps + 2; ++r) {
-    solve(b.get(), std::max<index_t>(n, 1), x.get(), std::max<index_t>(n, 1), 1, generation_);
+    solve(b.get(), ld, x.get(), ld, 1, generation_);
     if (r >= 2) seconds.push_back(forward_seconds_ + backward_seconds_);
   }
   std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());

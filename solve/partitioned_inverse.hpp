@@ -95,11 +95,11 @@ index_t choose_partition_band(const SymbolicFactor& factor, const SupernodalSche
 std::vector<index_t> partition_trial_bands(const SymbolicFactor& factor, const SupernodalSchedule& schedule,
                                            double handoff_seconds, double bytes_per_second, int count);
 
-/// The most bands the Solver times (partition_trial_bands' count). Enough for every band of the small
-/// factors' trees (depths of 9-24 in docs/benchmarks/solve.md, where the estimate put the best band as
-/// far down as sixth), while on the larger ones the bytes bound skips most bands (choose_band_by_timing in
-/// solve/solver.cpp); each band costs one plan built, fed and timed on a thread beside the caller's solves,
-/// 5-20 ms on those factors.
+/// The most bands the Solver times (partition_trial_bands' count). Every band of a tree up to 13 deep
+/// (bcsstk14's, where the estimate put the best band sixth; docs/benchmarks/solve.md, "The band chosen by
+/// timing"); on the deeper trees there (up to 24) the bytes bound of choose_band_by_timing
+/// (solve/solver.cpp) skips the wide bands, and the best was among the first three timed. Each band costs
+/// one plan built, fed and timed on a thread beside the caller's solves, 5-20 ms on those factors.
 constexpr int kPartitionTrials = 12;
 /// Solves timed per band (the median is taken), after two untimed ones.
 constexpr int kPartitionTrialSolves = 5;

@@ -487,10 +487,11 @@ TEST(PartitionedInverse, TrialBandsFollowTheEstimate) {
       for (std::size_t i = 0; i < bands.size(); ++i) {
         EXPECT_GT(bands[i], 1) << what;
         EXPECT_EQ(std::count(bands.begin(), bands.end(), bands[i]), 1) << what;
-        if (i > 0)
+        if (i > 0) {
           EXPECT_LE(partition_estimate(*S, schedule, bands[i - 1], kSolveHandoffSeconds, 3e12),
                     partition_estimate(*S, schedule, bands[i], kSolveHandoffSeconds, 3e12))
               << what << ", position " << i;
+        }
       }
       // Fewer asked for: a prefix of more.
       const std::vector<index_t> all = partition_trial_bands(*S, schedule, kSolveHandoffSeconds, 3e12, 1000);
