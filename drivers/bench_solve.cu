@@ -335,7 +335,7 @@ ResidualTimes time_residual(const spade::SparseMatrix& A, double bandwidth, int 
     out.kernel[w] = event_median(
         [&] {
           SPADE_CUDA_CHECK(cudaMemsetAsync(maxima.p, 0, 2 * sizeof(unsigned long long)));
-          spade::kernels::launch_residual({n, ptr.p, col.p, val.p}, B.p, X.p, R.p, nrhs, out.group, maxima.p, nullptr);
+          spade::kernels::launch_residual({n, ptr.p, col.p, val.p}, {B.p, X.p}, R.p, nrhs, out.group, maxima.p, nullptr);
         },
         2, reps);
     cusparseSpMatDescr_t M;

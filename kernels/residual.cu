@@ -17,9 +17,13 @@ __device__ double max_keeping_nan(double a, double b) { return (b != b) ? b : (a
 
 /// Rows in groups of G lanes; a warp takes 32 / G consecutive rows per step of a grid-stride loop whose
 /// trip count is the same for all its lanes (the shuffles need every lane). C: columns per pass (1 or 8).
-template <int G, int C>
+/// With `Corrected` the pass's X is X + D, formed as it is read and written to X_new (row i's by the
+/// lanes that own row i).
+template <int G, int C, bool Corrected>
 __global__ void __launch_bounds__(kResidualThreads) residual_kernel(CsrView A, const double* __restrict__ B,
                                                                      const double* __restrict__ X,
+                                                                     const double* __restrict__ D,
+                                                                     double* __restrict__ X_new,
                                                                      double* __restrict__ R, int nrhs,
                                                                      unsigned long long* result) {
   constexpr int kRowsPerWarp = 32 / G;
@@ -43,7 +47,8 @@ __global__ void __launch_bounds__(kResidualThreads) residual_kernel(CsrView A, c
 #pragma unroll
         for (int c = 0; c < C; ++c)
           if (C == 1 || c0 + c < nrhs) {
-            const double t = a * X[j + (c0 + c) * n];
+            const long long e = j + (c0 + c) * n;
+            const double t = a * (Corrected ? X[e] + D[e] : X[e]);
             ax[c] += t;
             abs_ax[c] += fabs(t);
           }
@@ -60,6 +65,7 @@ __global__ void __launch_bounds__(kResidualThreads) residual_kernel(CsrView A, c
         for (int c = 0; c < C; ++c)
           if (C == 1 || c0 + c < nrhs) {
             const long long i = row + (c0 + c) * n;
+            if (Corrected) X_new[i] = X[i] + D[i];
             const double b = B[i], r = b - ax[c];
             R[i] = r;
             const double ri = fabs(r), denominator = abs_ax[c] + fabs(b);
@@ -93,15 +99,15 @@ __global__ void __launch_bounds__(kResidualThreads) residual_kernel(CsrView A, c
   }
 }
 
-/// Resident blocks per multiprocessor of residual_kernel<G, C>, queried once (every refinement step
-/// launches it; the answer depends on the kernel and the architecture only, and a wrong one on a second,
-/// different GPU would change the grid's size, never the result).
-template <int G, int C>
+/// Resident blocks per multiprocessor of residual_kernel<G, C, Corrected>, queried once (every refinement
+/// step launches it; the answer depends on the kernel and the architecture only, and a wrong one on a
+/// second, different GPU would change the grid's size, never the result).
+template <int G, int C, bool Corrected>
 int blocks_per_sm() {
   static const int blocks = [] {
     int per_sm = 0;
-    SPADE_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, residual_kernel<G, C>, kResidualThreads, 0));
+    SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, residual_kernel<G, C, Corrected>,
+                                                                   kResidualThreads, 0));
     return std::max(per_sm, 1);
   }();
   return blocks;
@@ -110,23 +116,32 @@ int blocks_per_sm() {
 /// The grid-stride loop gives every block the same share of rows, so the grid is what stays resident at
 /// once (blocks beyond it would run as a second, partial wave after the first), and no more blocks than
 /// the rows need.
-template <int G, int C>
-void launch_kernel(const CsrView& A, const double* B, const double* X, double* R, int nrhs,
-                   unsigned long long* result, cudaStream_t stream) {
-  const long long resident =
-      static_cast<long long>(blocks_per_sm<G, C>()) * cuda_device_attribute(cudaDevAttrMultiProcessorCount);
+template <int G, int C, bool Corrected>
+void launch_kernel(const CsrView& A, const ResidualInput& in, double* R, int nrhs, unsigned long long* result,
+                   cudaStream_t stream) {
+  const long long resident = static_cast<long long>(blocks_per_sm<G, C, Corrected>()) *
+                             cuda_device_attribute(cudaDevAttrMultiProcessorCount);
   const long long needed = (static_cast<long long>(A.n) * G + kResidualThreads - 1) / kResidualThreads;
   const int grid = static_cast<int>(std::max(1LL, std::min(needed, resident)));
-  residual_kernel<G, C><<<grid, kResidualThreads, 0, stream>>>(A, B, X, R, nrhs, result);
+  residual_kernel<G, C, Corrected><<<grid, kResidualThreads, 0, stream>>>(A, in.B, in.X, in.D, in.X_new, R, nrhs, result);
+}
+
+template <int G, bool Corrected>
+void launch_columns(const CsrView& A, const ResidualInput& in, double* R, int nrhs, unsigned long long* result,
+                    cudaStream_t stream) {
+  if (nrhs == 1)
+    launch_kernel<G, 1, Corrected>(A, in, R, nrhs, result, stream);
+  else
+    launch_kernel<G, kColumnsPerPass, Corrected>(A, in, R, nrhs, result, stream);
 }
 
 template <int G>
-void launch_group(const CsrView& A, const double* B, const double* X, double* R, int nrhs,
-                  unsigned long long* result, cudaStream_t stream) {
-  if (nrhs == 1)
-    launch_kernel<G, 1>(A, B, X, R, nrhs, result, stream);
+void launch_group(const CsrView& A, const ResidualInput& in, double* R, int nrhs, unsigned long long* result,
+                  cudaStream_t stream) {
+  if (in.D != nullptr)
+    launch_columns<G, true>(A, in, R, nrhs, result, stream);
   else
-    launch_kernel<G, kColumnsPerPass>(A, B, X, R, nrhs, result, stream);
+    launch_columns<G, false>(A, in, R, nrhs, result, stream);
 }
 
 }  // namespace
@@ -138,16 +153,18 @@ int residual_group(long long longest_row, long long n, int multiprocessors) {
   return group;
 }
 
-void launch_residual(const CsrView& A, const double* B, const double* X, double* R, int nrhs, int group,
+void launch_residual(const CsrView& A, const ResidualInput& in, double* R, int nrhs, int group,
                      unsigned long long* result, cudaStream_t stream) {
   if (A.n <= 0 || nrhs <= 0) return;
+  if ((in.D == nullptr) != (in.X_new == nullptr))
+    throw InvalidInput("launch_residual: a correction D needs X_new, and X_new a correction D");
   switch (group) {
-    case 1: launch_group<1>(A, B, X, R, nrhs, result, stream); break;
-    case 2: launch_group<2>(A, B, X, R, nrhs, result, stream); break;
-    case 4: launch_group<4>(A, B, X, R, nrhs, result, stream); break;
-    case 8: launch_group<8>(A, B, X, R, nrhs, result, stream); break;
-    case 16: launch_group<16>(A, B, X, R, nrhs, result, stream); break;
-    case 32: launch_group<32>(A, B, X, R, nrhs, result, stream); break;
+    case 1: launch_group<1>(A, in, R, nrhs, result, stream); break;
+    case 2: launch_group<2>(A, in, R, nrhs, result, stream); break;
+    case 4: launch_group<4>(A, in, R, nrhs, result, stream); break;
+    case 8: launch_group<8>(A, in, R, nrhs, result, stream); break;
+    case 16: launch_group<16>(A, in, R, nrhs, result, stream); break;
+    case 32: launch_group<32>(A, in, R, nrhs, result, stream); break;
     default: throw InvalidInput("launch_residual: group must be 1, 2, 4, 8, 16 or 32, not " + std::to_string(group));
   }
   SPADE_CUDA_CHECK_LAUNCH();

@@ -884,13 +884,10 @@ struct GpuResidual::Device {
   DeviceArray<double> values;
   DeviceArray<unsigned long long> result;
   PinnedArray<unsigned long long> result_host{2};
-  cublasHandle_t cublas = nullptr;
-  ~Device() {
-    if (cublas != nullptr) cublasDestroy(cublas);
-  }
+  DeviceArray<double> workspace;
 };
 
-GpuResidual::GpuResidual(const SparseMatrix& A, cudaStream_t stream) : stream_(stream) {
+GpuResidual::GpuResidual(const SparseMatrix& A, cudaStream_t stream) : stream_(stream), home_(stream) {
   if (!A.is_square()) throw InvalidInput("GpuResidual: A must be square");
   transposed_ = !A.is_symmetric();
   const SparseMatrix At = transposed_ ? A.transpose() : SparseMatrix();
@@ -908,8 +905,6 @@ GpuResidual::GpuResidual(const SparseMatrix& A, cudaStream_t stream) : stream_(s
   d.col_ind = DeviceArray<int>(csr.row_ind(), stream);
   d.values = DeviceArray<double>(static_cast<std::size_t>(nnz_), stream);
   d.result = DeviceArray<unsigned long long>(2, stream);
-  cublas_check(cublasCreate(&d.cublas), "cublasCreate");
-  cublas_check(cublasSetStream(d.cublas, stream), "cublasSetStream");
   update_values(A);
 }
 
@@ -926,13 +921,14 @@ void GpuResidual::update_values(const SparseMatrix& A) {
   SPADE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // At is a temporary, and A's values may change after
 }
 
-RefinementStep GpuResidual::evaluate(const double* B, const double* X, double* R, index_t nrhs) {
+RefinementStep GpuResidual::pass(const double* B, const double* X, const double* D, double* X_new, double* R,
+                                 index_t nrhs) {
   RefinementStep step;
   if (n_ == 0 || nrhs <= 0) return step;
   Device& d = *device_;
   d.result.zero(stream_);
-  kernels::launch_residual({static_cast<int>(n_), d.row_ptr.get(), d.col_ind.get(), d.values.get()}, B, X, R,
-                           static_cast<int>(nrhs), group_, d.result.get(), stream_);
+  kernels::launch_residual({static_cast<int>(n_), d.row_ptr.get(), d.col_ind.get(), d.values.get()},
+                           {B, X, D, X_new}, R, static_cast<int>(nrhs), group_, d.result.get(), stream_);
   SPADE_CUDA_CHECK(cudaMemcpyAsync(d.result_host.get(), d.result.get(), 2 * sizeof(unsigned long long),
                                    cudaMemcpyDeviceToHost, stream_));
   SPADE_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -941,17 +937,31 @@ RefinementStep GpuResidual::evaluate(const double* B, const double* X, double* R
   return step;
 }
 
-void GpuResidual::add(double* X, const double* D, index_t nrhs) {
-  const double one = 1.0;
-  const long long count = static_cast<long long>(n_) * nrhs;
-  if (count == 0) return;
-  cublas_check(cublasDaxpy_64(device_->cublas, count, &one, D, 1, X, 1), "cublasDaxpy");
+RefinementStep GpuResidual::evaluate(const double* B, const double* X, double* R, index_t nrhs) {
+  return pass(B, X, nullptr, nullptr, R, nrhs);
+}
+
+RefinementStep GpuResidual::evaluate_corrected(const double* B, const double* X, const double* D, double* X_new,
+                                               double* R, index_t nrhs) {
+  if (D == nullptr || X_new == nullptr) throw InvalidInput("GpuResidual::evaluate_corrected: D and X_new are needed");
+  return pass(B, X, D, X_new, R, nrhs);
+}
+
+double* GpuResidual::workspace(std::size_t count) {
+  Device& d = *device_;
+  if (d.workspace.size() < count || d.workspace.get() == nullptr) {
+    SPADE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // no work on the current stream still reads the old block
+    d.workspace = DeviceArray<double>();                // which goes first: both need not fit at once
+    d.workspace = DeviceArray<double>(count, home_);
+    workspace_bytes_.store(count * sizeof(double), std::memory_order_relaxed);
+    SPADE_CUDA_CHECK(cudaStreamSynchronize(home_));
+  }
+  return d.workspace.get();
 }
 
 void GpuResidual::set_stream(cudaStream_t stream) {
   if (stream == stream_) return;
   SPADE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  cublas_check(cublasSetStream(device_->cublas, stream), "cublasSetStream");
   stream_ = stream;
 }
 

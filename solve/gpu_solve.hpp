@@ -11,7 +11,8 @@
 //                    [U11^T; U12^T], on the same schedule: the forward sweep of A x = b runs on L's and the
 //                    backward sweep on U's, A^T x = b the other way round (see upload_lu and finish_lu).
 //   GpuResidual    - A on the device for iterative refinement: R = B - A X and the Oettli-Prager backward
-//                    error in one pass over A (kernels/residual.cu).
+//                    error in one pass over A (kernels/residual.cu), a step's update X + D in the same
+//                    pass, and the refinement's vectors, kept from one call to the next.
 //   GpuLuCorrection - the correction of an LU's replaced pivots (LuCorrection, lu.hpp) on the device, built
 //                    from the plan's own solves: a corrected solve is two solves with the plan and one
 //                    with the small matrix K.
@@ -24,6 +25,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -251,7 +253,7 @@ class GpuSolvePlan {
 };
 
 /// A on the device for refinement, in CSR (a symmetric A's CSC arrays are its CSR arrays; any other A is
-/// transposed on the host first).
+/// transposed on the host first), and the refinement's device vectors (workspace()).
 class GpuResidual {
  public:
   /// Uploads A (square; a symmetric one with both triangles stored); work goes on `stream`. Throws
@@ -272,8 +274,21 @@ class GpuResidual {
   /// dimension n, DEVICE memory; R aliases neither B nor X. Synchronizes.
   RefinementStep evaluate(const double* B, const double* X, double* R, index_t nrhs);
 
-  /// X += D (n x nrhs each, leading dimension n, device memory), on the stream.
-  void add(double* X, const double* D, index_t nrhs);
+  /// A refinement step's update and its evaluation in the same pass over A: X_new = X + D, R = B - A X_new
+  /// and its backward error as evaluate(). B, X, D, X_new, R: n x nrhs, leading dimension n, DEVICE memory;
+  /// X_new and R alias none of the others. Synchronizes.
+  RefinementStep evaluate_corrected(const double* B, const double* X, const double* D, double* X_new, double* R,
+                                    index_t nrhs);
+
+  /// At least `count` doubles of device memory for the refinement's vectors, kept from one call to the
+  /// next (a refinement allocates nothing once it has run with as many right-hand sides) and freed with
+  /// this object; a larger count replaces the block (its contents are not kept). Ordered on the stream
+  /// this object was created on, and complete on return: usable on any stream. ResourceError when the
+  /// device's memory does not hold it.
+  double* workspace(std::size_t count);
+  /// Bytes of workspace() held now (read by other threads: the Solver's memory checks).
+  std::size_t workspace_bytes() const { return workspace_bytes_.load(std::memory_order_relaxed); }
+
   /// Later work goes on `stream` (the Solver's solves switch between two plans' streams); waits for the
   /// work on the current one first. Memory it allocated stays ordered on the stream it was allocated on,
   /// which must outlive this object.
@@ -286,7 +301,11 @@ class GpuResidual {
   int group_ = 4;            // lanes per row of the residual kernel (kernels::residual_group)
   bool transposed_ = false;  // the device holds A^T's CSC arrays (A was not symmetric)
   cudaStream_t stream_;
+  cudaStream_t home_;        // the stream of construction, where device memory is allocated and freed
+  std::atomic<std::size_t> workspace_bytes_{0};
   std::unique_ptr<Device> device_;
+
+  RefinementStep pass(const double* B, const double* X, const double* D, double* X_new, double* R, index_t nrhs);
 };
 
 /// The correction of an LU factor's replaced pivots on the device, for the corrected solves of the

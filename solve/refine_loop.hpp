@@ -12,9 +12,9 @@ namespace spade {
 /// X, wherever they live:
 ///   ops.first_solve()      X = solve(B)
 ///   ops.evaluate()         D = B - A X; returns its RefinementStep (worst over the right-hand sides)
-///   ops.save()             keeps a copy of X
-///   ops.correct()          D = solve(D); X += D
-///   ops.restore()          X = the saved copy
+///   ops.save()             keeps X (a copy, or the block that holds it while the next X goes to another)
+///   ops.correct()          D = solve(D); X += D (or at the next evaluate(), in the same pass as the residual)
+///   ops.restore()          X = the X that save() kept
 ///   ops.single()           whether correct() solves with the factor rounded to FP32 (mixed precision)
 ///   ops.use_fp64()         later corrections solve with the FP64 factor
 /// Stops when berr <= tolerance (converged), when a correction fails to halve berr (stagnated: the better

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -121,6 +122,18 @@ void copy_block(double* dst, index_t ldd, const double* src, index_t lds, index_
   SPADE_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<std::size_t>(ldd) * sizeof(double), src,
                                      static_cast<std::size_t>(lds) * sizeof(double), static_cast<std::size_t>(n) * sizeof(double),
                                      static_cast<std::size_t>(nrhs), kind, stream));
+}
+
+/// Whether the n x nrhs blocks at A (leading dimension lda) and B (ldb) share memory: their spans of
+/// addresses, first to last entry, meet.
+bool overlapping(const double* A, index_t lda, const double* B, index_t ldb, index_t n, index_t nrhs) {
+  if (n == 0 || nrhs == 0) return false;
+  const auto span = [&](const double* P, index_t ld) {
+    const auto first = reinterpret_cast<std::uintptr_t>(P);
+    return std::make_pair(first, first + (static_cast<std::uintptr_t>(ld) * (nrhs - 1) + n) * sizeof(double));
+  };
+  const auto a = span(A, lda), b = span(B, ldb);
+  return a.first < b.second && b.first < a.second;
 }
 
 void check_finite(const double* X, index_t n, index_t nrhs, index_t ldx) {
@@ -446,10 +459,10 @@ struct Solver::Impl {
                          std::to_string(n));
   }
 
-  /// Device bytes of the refinement's copy of A.
+  /// Device bytes of the refinement's copy of A and of its vectors (GpuResidual::workspace).
   std::size_t refinement_bytes() const {
     return static_cast<std::size_t>(A->nnz()) * (sizeof(double) + sizeof(int)) +
-           static_cast<std::size_t>(A->rows() + 1) * sizeof(int);
+           static_cast<std::size_t>(A->rows() + 1) * sizeof(int) + (residual ? residual->workspace_bytes() : 0);
   }
 
   /// Why `what` cannot have `wanted` more bytes of device memory (plus 64 MiB of headroom) when the solver's
@@ -1060,50 +1073,84 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
     // An LU with replaced pivots may need a corrected stage (as lu_solve_refined): its first stage's X and
     // the corrected solve's W take two more blocks.
     const bool may_correct = s.lu && LuCorrection::worthwhile(*s.lu);
-    // Contiguous device blocks (leading dimension n): B, X, the residual/correction D and the saved X, for
-    // as many columns at a time as fit the GPU's memory; each chunk is refined on its own.
-    const index_t chunk = columns_that_fit(n, nrhs, may_correct ? 6 : 4);
-    const std::size_t count = static_cast<std::size_t>(n) * chunk;
-    DeviceBlock b(count, stream), x(count, stream), d(count, stream), previous(count, stream);
-    std::optional<DeviceBlock> first, w;
-    if (may_correct) {
-      first.emplace(count, stream);
-      w.emplace(count, stream);
-    }
+    // B and X are used where they are (device memory, leading dimension n or one column, X apart from B);
+    // every other block (n x chunk, leading dimension n) comes from the residual's workspace, kept from
+    // one call to the next: the second iterate, the residual and the correction, B's and X's where they
+    // are not used in place, and the corrected stage's two.
+    const bool b_in_place = memory == Memory::device && (ldb == ld || nrhs == 1);
+    const bool x_in_place = memory == Memory::device && (ldx == ld || nrhs == 1) && !overlapping(B, ldb, X, ldx, n, nrhs);
+    const int blocks = 3 + (b_in_place ? 0 : 1) + (x_in_place ? 0 : 1) + (may_correct ? 2 : 0);
+    const std::size_t all = static_cast<std::size_t>(ld) * std::max<index_t>(nrhs, 1) * blocks;
+    const index_t chunk = s.residual->workspace_bytes() >= all * sizeof(double) ? std::max<index_t>(nrhs, 1)
+                                                                               : columns_that_fit(n, nrhs, blocks);
+    const std::size_t count = static_cast<std::size_t>(ld) * chunk;
+    double* next_block = s.residual->workspace(count * blocks);
+    auto block = [&] {
+      double* p = next_block;
+      next_block += count;
+      return p;
+    };
+    double* const other = block();
+    double* const r = block();
+    double* const d = block();
+    double* const b_copy = b_in_place ? nullptr : block();
+    double* const x_copy = x_in_place ? nullptr : block();
+    double* const first = may_correct ? block() : nullptr;
+    double* const w = may_correct ? block() : nullptr;
     const cudaMemcpyKind in = memory == Memory::host ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice;
     const cudaMemcpyKind out = memory == Memory::host ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
+    // The iterates live in two blocks: a correction's evaluation writes X + D into the block that does not
+    // hold X (GpuResidual::evaluate_corrected), so that the X saved for a step that makes things worse is
+    // never copied, and the update costs no pass of its own.
     struct GpuOps {
       Impl& s;
       GpuSolvePlan& plan;
       const double* b;
-      double *x, *d, *previous;
+      double* iterate[2];  // the two blocks of X
+      double *r, *d;       // B - A X, and the correction solved from it
       index_t n, ld, nrhs;
-      cudaStream_t stream;
       std::uint64_t generation;
       GpuLuCorrection* correction;  // null: solves with the factor alone
       double* w;                    // the corrected solve's workspace
       bool fp32;                    // corrections read the plan's FP32 copy (never with a correction: its K
                                     // is exact for the FP64 solves it was built from)
-      void solve(double* y, bool single = false) {
+      int current = 0, saved = 0;   // the blocks of X and of the X that save() kept
+      bool pending = false;         // d holds a correction that the next evaluate() adds to X
+
+      double* x() const { return iterate[current]; }
+      void first_solve() {
+        pending = false;
         if (!correction) {
-          plan.solve(y, ld, y, ld, nrhs, generation, Transpose::no, single);
+          plan.solve(b, ld, x(), ld, nrhs, generation, Transpose::no);
           return;
         }
+        copy_block(x(), ld, b, ld, n, nrhs, cudaMemcpyDeviceToDevice, plan.stream());
+        corrected_solve(x());
+      }
+      void corrected_solve(double* y) {
         double forward = 0, backward = 0;
         int passes = 0;
         correction->solve(plan, y, ld, nrhs, Transpose::no, w, forward, backward, passes);
       }
-      void first_solve() {
-        copy_block(x, ld, b, ld, n, nrhs, cudaMemcpyDeviceToDevice, stream);
-        solve(x);
+      RefinementStep evaluate() {
+        if (!pending) return s.residual->evaluate(b, x(), r, nrhs);
+        pending = false;
+        const int next = 1 - current;
+        const RefinementStep step = s.residual->evaluate_corrected(b, x(), d, iterate[next], r, nrhs);
+        current = next;
+        return step;
       }
-      RefinementStep evaluate() { return s.residual->evaluate(b, x, d, nrhs); }
-      void save() { copy_block(previous, ld, x, ld, n, nrhs, cudaMemcpyDeviceToDevice, stream); }
+      void save() { saved = current; }
       void correct() {
-        solve(d, fp32);
-        s.residual->add(x, d, nrhs);
+        if (correction) {  // in place, then r and d trade blocks
+          corrected_solve(r);
+          std::swap(r, d);
+        } else {
+          plan.solve(r, ld, d, ld, nrhs, generation, Transpose::no, fp32);
+        }
+        pending = true;
       }
-      void restore() { copy_block(x, ld, previous, ld, n, nrhs, cudaMemcpyDeviceToDevice, stream); }
+      void restore() { current = saved; }
       bool single() const { return fp32; }
       void use_fp64() { fp32 = false; }
     };
@@ -1113,24 +1160,26 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
                       plan.make_single_copy();
     for (index_t c = 0; c == 0 || c < nrhs; c += chunk) {  // once for nrhs = 0: the history has step 0
       const index_t k = std::min(chunk, nrhs - c);
-      copy_block(b.get(), ld, B + static_cast<offset_t>(c) * ldb, ldb, n, k, in, stream);
-      GpuOps ops{s,      plan,   b.get(),        x.get(), d.get(), previous.get(), n, ld, k,
-                 stream, s.generation(), nullptr, nullptr, fp32};
+      const double* Bc = B + static_cast<offset_t>(c) * ldb;
+      double* Xc = X + static_cast<offset_t>(c) * ldx;
+      if (!b_in_place) copy_block(b_copy, ld, Bc, ldb, n, k, in, stream);
+      GpuOps ops{s, plan, b_in_place ? Bc : b_copy, {x_in_place ? Xc : x_copy, other}, r, d, n, ld, k,
+                 s.generation(), nullptr, nullptr, fp32};
       RefinementResult chunk_result = refine_loop(ops, refine);
       // Where that stopped above the tolerance with steps left: the corrected stage, as lu_solve_refined's.
       const int used = static_cast<int>(chunk_result.steps.size()) - 1;
       if (may_correct && !chunk_result.converged && used < refine.max_steps) {
         ops.correction = s.gpu_lu_correction();
-        ops.w = w->get();
+        ops.w = w;
         ops.fp32 = false;
-        copy_block(first->get(), ld, x.get(), ld, n, k, cudaMemcpyDeviceToDevice, stream);
+        copy_block(first, ld, ops.x(), ld, n, k, cudaMemcpyDeviceToDevice, stream);
         RefineOptions rest = refine;
         rest.max_steps = refine.max_steps - used - 1;
         if (!merge_corrected_stage(chunk_result, refine_loop(ops, rest)))
-          copy_block(x.get(), ld, first->get(), ld, n, k, cudaMemcpyDeviceToDevice, stream);
+          copy_block(ops.x(), ld, first, ld, n, k, cudaMemcpyDeviceToDevice, stream);
       }
       merge_refinement(result, chunk_result, c == 0);
-      copy_block(X + static_cast<offset_t>(c) * ldx, ldx, x.get(), ld, n, k, out, stream);
+      if (ops.x() != Xc) copy_block(Xc, ldx, ops.x(), ld, n, k, out, stream);
       SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
   } else {

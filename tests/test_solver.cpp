@@ -807,6 +807,64 @@ TEST(GpuSolve, DeviceMemoryAndRefinementOnTheDevice) {
   cudaFree(dX);
 }
 
+TEST(GpuSolve, RefinementOnTheDeviceWithBlocksInPlaceOrCopied) {
+  SPADE_REQUIRE_GPU();
+  // A GPU refinement uses device B and X where they are (leading dimension n, or one column, X apart
+  // from B) and copies them otherwise; its other vectors come from a workspace kept between calls (grown
+  // for more columns); its iterates alternate between X's block and the workspace, so one or two
+  // corrections leave the solution in either. Every case: berr <= 1e-14, B unchanged, rows past n of X
+  // untouched, with FP32 and FP64 corrections.
+  const SparseMatrix A = laplacian_3d(14, 13, 12, Stencil::twenty_seven_point);
+  Solver solver(on(Placement::gpu));
+  solver.analyze(A);
+  solver.factorize(A);
+  ASSERT_TRUE(solver.on_gpu()) << solver.report().placement_reason;
+  const index_t n = A.rows();
+  struct Case {
+    index_t ld, nrhs;
+    bool aliased;  // X is B
+  };
+  const Case cases[] = {{n, 1, false}, {n, 4, false}, {n + 3, 1, false}, {n + 3, 2, false}, {n, 1, true}, {n, 3, true}};
+  for (const Case& c : cases)
+    for (const int steps : {1, 2})
+      for (const CorrectionPrecision precision : {CorrectionPrecision::fp32, CorrectionPrecision::fp64}) {
+        const std::string what = "ld n + " + std::to_string(c.ld - n) + ", nrhs " + std::to_string(c.nrhs) +
+                                 (c.aliased ? ", X = B" : "") + ", " + std::to_string(steps) + " steps, " +
+                                 (precision == CorrectionPrecision::fp32 ? "fp32" : "fp64");
+        RefineOptions refine;
+        refine.max_steps = steps;
+        refine.tolerance = 1e-300;  // every step taken unless one fails to halve berr
+        refine.corrections = precision;
+        unsigned seed = 0;
+        const std::vector<double> B = random_block(c.ld, c.nrhs, seed), sentinel(B.size(), 7.0);
+        double *dB = nullptr, *dX = nullptr;
+        ASSERT_EQ(cudaMalloc(&dB, B.size() * sizeof(double)), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dB, B.data(), B.size() * sizeof(double), cudaMemcpyHostToDevice), cudaSuccess);
+        if (c.aliased) {
+          dX = dB;
+        } else {
+          ASSERT_EQ(cudaMalloc(&dX, B.size() * sizeof(double)), cudaSuccess);
+          ASSERT_EQ(cudaMemcpy(dX, sentinel.data(), B.size() * sizeof(double), cudaMemcpyHostToDevice), cudaSuccess);
+        }
+        const RefinementResult r = solver.solve_refined(dB, c.ld, dX, c.ld, c.nrhs, refine, Memory::device);
+        std::vector<double> X(B.size()), B_after(B.size());
+        ASSERT_EQ(cudaMemcpy(X.data(), dX, X.size() * sizeof(double), cudaMemcpyDeviceToHost), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(B_after.data(), dB, B.size() * sizeof(double), cudaMemcpyDeviceToHost), cudaSuccess);
+        EXPECT_LE(r.solution.berr, 1e-14) << what;
+        EXPECT_GE(r.steps.size(), 2u) << what;
+        for (index_t j = 0; j < c.nrhs; ++j) {
+          EXPECT_LE(backward_error(A, B.data() + j * c.ld, X.data() + j * c.ld).berr, 1e-14) << what << ", column " << j;
+          for (index_t i = n; i < c.ld; ++i)
+            ASSERT_EQ(X[i + j * c.ld], c.aliased ? B[i + j * c.ld] : 7.0) << what << ": rows past n are not touched";
+        }
+        if (!c.aliased) {
+          EXPECT_EQ(B_after, B) << what << ": B is not modified";
+          cudaFree(dX);
+        }
+        cudaFree(dB);
+      }
+}
+
 TEST(GpuSolve, RecurringSolvesReplayedAsGraphsMatchTheHost) {
   SPADE_REQUIRE_GPU();
   // A one-pass solve is captured as a CUDA graph the second time its arguments recur and replayed after
@@ -871,11 +929,15 @@ struct DeviceCopy {
 
 /// The one-pass residual kernel against the host's formula, through GpuResidual::evaluate (the group its
 /// rule picks; A transposed on the host where it is not symmetric) and through kernels::launch_residual at
-/// every group size: R entry by entry, the largest |r| and the backward error (spade::backward_error per
-/// column), within the rounding of two summation orders, (row length + 2) eps relative to |A| |x| + |b|.
+/// every group size, each plain (of X = X0 + D, added on the host) and with the correction (of X0 and D,
+/// added as the pass reads them): R entry by entry, the largest |r| and the backward error
+/// (spade::backward_error per column), within the rounding of two summation orders, (row length + 2) eps
+/// relative to |A| |x| + |b|; the corrected pass's X_new equal to X exactly.
 void check_residual(const SparseMatrix& A, const std::string& name, const std::vector<double>& B,
-                    const std::vector<double>& X, index_t nrhs) {
+                    const std::vector<double>& X0, const std::vector<double>& D, index_t nrhs) {
   const index_t n = A.rows();
+  std::vector<double> X(X0.size());
+  for (std::size_t i = 0; i < X.size(); ++i) X[i] = X0[i] + D[i];
   const double slack = 2.0 * static_cast<double>(longest_row(A) + 2) * kEps;
   std::vector<double> r(B), scale(B.size());  // the host's residual and |A| |x| + |b|
   for (std::size_t i = 0; i < B.size(); ++i) scale[i] = std::abs(B[i]);
@@ -904,10 +966,19 @@ void check_residual(const SparseMatrix& A, const std::string& name, const std::v
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   {
-    DeviceCopy dB(B), dX(X), dR(std::vector<double>(B.size(), std::nan("")));
+    const std::vector<double> nan(B.size(), std::nan(""));
+    DeviceCopy dB(B), dX(X), dX0(X0), dD(D), dR(nan), dX_new(nan);
+    auto expect_new_iterate = [&](const std::string& how) {
+      const std::vector<double> x_new = dX_new.to_host(X.size());
+      for (std::size_t i = 0; i < X.size(); ++i) ASSERT_EQ(x_new[i], X[i]) << name << how << ", entry " << i;
+    };
     GpuResidual residual(A, stream);
     const RefinementStep device = residual.evaluate(dB.data, dX.data, dR.data, nrhs);
     expect_close(dR.to_host(B.size()), device, " (GpuResidual)");
+    ASSERT_EQ(cudaMemcpy(dR.data, nan.data(), nan.size() * sizeof(double), cudaMemcpyHostToDevice), cudaSuccess);
+    const RefinementStep corrected = residual.evaluate_corrected(dB.data, dX0.data, dD.data, dX_new.data, dR.data, nrhs);
+    expect_close(dR.to_host(B.size()), corrected, " (GpuResidual, corrected)");
+    expect_new_iterate(" (GpuResidual, corrected)");
 
     const SparseMatrix At = A.transpose();  // its CSC arrays are A's CSR arrays
     const std::vector<int> row_ptr(At.col_ptr().begin(), At.col_ptr().end());
@@ -922,18 +993,28 @@ void check_residual(const SparseMatrix& A, const std::string& name, const std::v
               cudaSuccess);
     DeviceCopy values(At.values());
     const kernels::CsrView csr{static_cast<int>(n), d_row_ptr, d_col_ind, values.data};
-    for (const int group : {1, 2, 4, 8, 16, 32}) {
-      ASSERT_EQ(cudaMemset(d_result, 0, 2 * sizeof(unsigned long long)), cudaSuccess);
-      kernels::launch_residual(csr, dB.data, dX.data, dR.data, static_cast<int>(nrhs), group, d_result, stream);
-      unsigned long long result[2];
-      ASSERT_EQ(cudaMemcpy(result, d_result, sizeof(result), cudaMemcpyDeviceToHost), cudaSuccess);
-      RefinementStep device_step;
-      std::memcpy(&device_step.residual_norm, &result[0], sizeof(double));
-      std::memcpy(&device_step.berr, &result[1], sizeof(double));
-      expect_close(dR.to_host(B.size()), device_step, " (group " + std::to_string(group) + ")");
-    }
-    EXPECT_THROW(kernels::launch_residual(csr, dB.data, dX.data, dR.data, static_cast<int>(nrhs), 3, d_result, stream),
+    for (const int group : {1, 2, 4, 8, 16, 32})
+      for (const bool with_correction : {false, true}) {
+        const std::string how = " (group " + std::to_string(group) + (with_correction ? ", corrected)" : ")");
+        ASSERT_EQ(cudaMemset(d_result, 0, 2 * sizeof(unsigned long long)), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dX_new.data, nan.data(), nan.size() * sizeof(double), cudaMemcpyHostToDevice), cudaSuccess);
+        const kernels::ResidualInput input = with_correction
+                                                 ? kernels::ResidualInput{dB.data, dX0.data, dD.data, dX_new.data}
+                                                 : kernels::ResidualInput{dB.data, dX.data};
+        kernels::launch_residual(csr, input, dR.data, static_cast<int>(nrhs), group, d_result, stream);
+        unsigned long long result[2];
+        ASSERT_EQ(cudaMemcpy(result, d_result, sizeof(result), cudaMemcpyDeviceToHost), cudaSuccess);
+        RefinementStep device_step;
+        std::memcpy(&device_step.residual_norm, &result[0], sizeof(double));
+        std::memcpy(&device_step.berr, &result[1], sizeof(double));
+        expect_close(dR.to_host(B.size()), device_step, how);
+        if (with_correction) expect_new_iterate(how);
+      }
+    EXPECT_THROW(kernels::launch_residual(csr, {dB.data, dX.data}, dR.data, static_cast<int>(nrhs), 3, d_result, stream),
                  InvalidInput);
+    EXPECT_THROW(kernels::launch_residual(csr, {dB.data, dX0.data, dD.data}, dR.data, static_cast<int>(nrhs), 1,
+                                          d_result, stream),
+                 InvalidInput);  // a correction with nowhere to put X + D
     cudaFree(d_row_ptr);
     cudaFree(d_col_ind);
     cudaFree(d_result);
@@ -994,9 +1075,13 @@ TEST(GpuResidual, MatchesTheHostResidualAndBackwardError) {
   for (const auto& [name, A] : cases) {
     const index_t n = A.rows();
     for (const index_t nrhs : {1, 3, 9, 16}) {
-      unsigned seed_b = 0, seed_x = 0;
-      const std::vector<double> B = random_block(n, nrhs, seed_b), X = random_block(n, nrhs, seed_x);
-      check_residual(A, name + ", seeds " + std::to_string(seed_b) + " " + std::to_string(seed_x), B, X, nrhs);
+      unsigned seed_b = 0, seed_x = 0, seed_d = 0;
+      const std::vector<double> B = random_block(n, nrhs, seed_b), X0 = random_block(n, nrhs, seed_x),
+                                D = random_block(n, nrhs, seed_d);
+      check_residual(A,
+                     name + ", seeds " + std::to_string(seed_b) + " " + std::to_string(seed_x) + " " +
+                         std::to_string(seed_d),
+                     B, X0, D, nrhs);
     }
   }
 }

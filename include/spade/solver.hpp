@@ -221,8 +221,9 @@ class Solver {
   /// from A), on the GPU or the host as placed (report().placement_reason says which).
   /// report().factorization_reason says so, with both outcomes. B (leading dimension ldb) is not modified;
   /// X (ldx) receives the solution; both in host or device memory as `memory` says. On the GPU the iterates
-  /// stay on the device until the end. Same errors as solve(), and as factorize() while factoring again;
-  /// NumericalError (singular) when the correction finds A singular.
+  /// stay on the device until the end (device X with leading dimension n, or one column, apart from B
+  /// holds them; its contents are undefined after an error). Same errors as solve(), and as factorize()
+  /// while factoring again; NumericalError (singular) when the correction finds A singular.
   RefinementResult solve_refined(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs,
                                  Memory memory = Memory::host);
   /// The same with these refinement options instead of options().refine.
