@@ -184,9 +184,11 @@ CusparseTimes run_cusparse(const Csr& L, const std::vector<double>& b, const std
 
 /// Where a sweep's time goes, from a traced solve: its span, and its critical chain (forward: from the
 /// supernode that finished last down through the children that released it last; backward: from the task
-/// that finished last up to its root) split into hand-offs (a supernode's first tile past its wait, minus
-/// the moment the last task it waited for counted itself done; backward, the tiles of the diagonal block
-/// wait for nothing and do not count) and work (from there to its last tile's end), microseconds.
+/// that finished last up through the parents it waited for, to a supernode that waits for none: a root,
+/// or one whose tiles all lie in its diagonal block, which read no x of an ancestor) split into hand-offs
+/// (a supernode's first waiting tile past its wait, minus the moment the last task it waited for counted
+/// itself done) and work (from there, or where it waits for nothing from its first tile's start, to its
+/// last tile's end), microseconds.
 struct SweepTrace {
   double span = 0;
   int chain = 0;           // supernodes on the critical chain
@@ -277,8 +279,10 @@ TraceStats trace_solve(const spade::NumericFactor& F, const std::vector<double>&
       st.work += tasks[k].row0 < 0 ? (static_cast<double>(tr[3 * k + 2]) - tr[3 * k + 1]) * 1e-3 : 0;
       while (s >= 0) {
         ++st.chain;
-        st.work += (static_cast<double>(finish[s]) - started[s]) * 1e-3;
-        if (release[s] > 0 && met[s] != ~0ull) st.handoffs += (static_cast<double>(met[s]) - release[s]) * 1e-3;
+        const bool waits = met[s] != ~0ull && release[s] > 0;
+        st.work += (static_cast<double>(finish[s]) - (waits ? met[s] : started[s])) * 1e-3;
+        if (!waits) break;  // nothing of an ancestor read: the chain starts here
+        st.handoffs += (static_cast<double>(met[s]) - release[s]) * 1e-3;
         s = S.super_parent[s];
       }
     }
@@ -832,7 +836,8 @@ int main(int argc, char** argv) {
     }
     std::printf("\nWhere a sweep's time goes (one traced solve, nrhs = 1, %%globaltimer; us): the sweep's span, its "
                 "floor (L read once), and its critical chain of supernodes split into hand-offs (a supernode's first "
-                "tile past its wait minus the end of the last task it waited for) and work.\n\n");
+                "waiting tile past its wait minus the end of the last task it waited for) and work; backward, the chain "
+                "goes up to a supernode that waits for none.\n\n");
     std::printf("| matrix | sweep | span | floor | chain (supernodes) | chain hand-offs | chain work | median hand-off |\n");
     std::printf("|---|---|---|---|---|---|---|---|\n");
     for (const Row& r : rows)
