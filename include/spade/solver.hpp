@@ -222,8 +222,11 @@ class Solver {
   /// report().factorization_reason says so, with both outcomes. B (leading dimension ldb) is not modified;
   /// X (ldx) receives the solution; both in host or device memory as `memory` says. On the GPU the iterates
   /// stay on the device until the end (device X with leading dimension n, or one column, apart from B
-  /// holds them; its contents are undefined after an error). Same errors as solve(), and as factorize()
-  /// while factoring again; NumericalError (singular) when the correction finds A singular.
+  /// holds them; its contents are undefined after an error), and the refinement's other vectors (three
+  /// to seven n x nrhs blocks, in chunks of columns that fit a quarter of the free device memory) stay
+  /// allocated for later calls until the next analyze() or the Solver's end (report().plan->device_bytes
+  /// does not count them). Same errors as solve(), and as factorize() while factoring again;
+  /// NumericalError (singular) when the correction finds A singular.
   RefinementResult solve_refined(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs,
                                  Memory memory = Memory::host);
   /// The same with these refinement options instead of options().refine.
