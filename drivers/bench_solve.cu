@@ -628,6 +628,11 @@ void visible_reps(const std::string& name, int threads, int reps, bool partition
   std::fflush(stdout);
 }
 
+/// The bands a Solver timed for its partitioned inverse, " band: us" each, in the order timed.
+void print_trials(const std::vector<spade::PartitionTrial>& trials) {
+  for (const spade::PartitionTrial& t : trials) std::printf(" %d: %.1f", t.band, t.seconds * 1e6);
+}
+
 /// --band-sweep: the partitioned inverse's plan at every band of one matrix's factor, measured against the
 /// band rule's estimate (partition_estimate, one sweep; doubled here for the two), one right-hand side on
 /// the device, median of 20 after 3 warm-up solves (CUDA events). Prints one table row per band, up to the
@@ -682,8 +687,7 @@ void band_sweep(const std::string& name, int threads) {
   solver.factorize(A);
   if (solver.wait_for_partitioned_inverse()) {
     std::printf("| %s | the Solver's timed bands:", name.c_str());
-    for (const spade::PartitionTrial& t : solver.report().plan->partition_trials)
-      std::printf(" %d: %.1f", t.band, t.seconds * 1e6);
+    print_trials(solver.report().plan->partition_trials);
     std::printf("; kept %d | | | | | |\n", solver.report().plan->partition_band);
   }
 }
@@ -831,7 +835,7 @@ int main(int argc, char** argv) {
     for (const Row& r : rows) {
       if (r.trials.empty()) continue;
       std::printf("- %s:", r.name.c_str());
-      for (const spade::PartitionTrial& t : r.trials) std::printf(" %d: %.1f", t.band, t.seconds * 1e6);
+      print_trials(r.trials);
       std::printf("; kept %d\n", r.band);
     }
     std::printf("\nWhere a sweep's time goes (one traced solve, nrhs = 1, %%globaltimer; us): the sweep's span, its "

@@ -842,7 +842,7 @@ void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, i
     };
     const bool one_pass = nrhs <= max_width_ && d.trace.size() == 0;
     const PassKey key{B, X, ldb, ldx, columns, width, single, lu_ && trans == Transpose::yes,
-                              forward_view.values_single, backward_view.values_single};
+                      forward_view.values_single, backward_view.values_single};
     const cudaGraphExec_t graph = one_pass ? pass_graph(key, enqueue) : nullptr;
     if (graph != nullptr)
       SPADE_CUDA_CHECK(cudaGraphLaunch(graph, stream));
@@ -949,9 +949,10 @@ RefinementStep GpuResidual::evaluate_corrected(const double* B, const double* X,
 
 double* GpuResidual::workspace(std::size_t count) {
   Device& d = *device_;
-  if (d.workspace.size() < count || d.workspace.get() == nullptr) {
+  if (d.workspace.size() < count) {
     SPADE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // no work on the current stream still reads the old block
     d.workspace = DeviceArray<double>();                // which goes first: both need not fit at once
+    workspace_bytes_.store(0, std::memory_order_relaxed);
     d.workspace = DeviceArray<double>(count, home_);
     workspace_bytes_.store(count * sizeof(double), std::memory_order_relaxed);
     SPADE_CUDA_CHECK(cudaStreamSynchronize(home_));

@@ -92,10 +92,10 @@ struct SolverOptions {
   /// tree levels merged into dense pieces whose inverses are stored), as a second plan, on a thread of its
   /// own: its candidate bands are ranked by a cost model beside the factorization; once the per-supernode
   /// plan holds the factor, the plan is built and fed at each of up to twelve of them and timed, and the
-  /// fastest is kept (once per analysis; GpuPlanReport::partition_trials lists them). Each sweep of it hands off once per piece, so on a small factor
-  /// its solves run faster; its pieces' inversions take longer than the supernodes', so nothing waits for
-  /// them: solves use the per-supernode plan until the partitioned one holds the current factorization's
-  /// values (SolveTimes::partitioned says which one ran; the two agree to
+  /// fastest is kept (once per analysis; GpuPlanReport::partition_trials lists them). Each sweep of it hands
+  /// off once per piece, so on a small factor its solves run faster; its pieces' inversions take longer than
+  /// the supernodes', so nothing waits for them: solves use the per-supernode plan until the partitioned one
+  /// holds the current factorization's values (SolveTimes::partitioned says which one ran; the two agree to
   /// rounding, both backward stable), and wait_for_partitioned_inverse() waits for it. Where the cost model
   /// keeps one level per piece (large factors: the merged bytes would cost more than the hand-offs save) no
   /// second plan is built. The LU's plan ignores it.
