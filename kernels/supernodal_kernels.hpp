@@ -115,12 +115,13 @@ void launch_invert_small(const int* list, int count, const int* supernode_begin,
 constexpr int kInvertMidColumns = 256;
 
 /// Selective inversion of the supernodes in list[0 .. count) whose diagonal block is 33 to
-/// kInvertMidColumns wide, in place on `values` (panels as in SupernodalView), in two launches for the whole
-/// list, both by substitution with the original L11 as cuBLAS's trsm: W = L21 L11^{-1} (W L11 = L21, in
-/// blocks of 32 rows; rows_below: the most rows below the diagonal block among the list's supernodes, 0 for
-/// none), then V = L11^{-1} (L11 V = I by block forward substitution on 32 x 32 tiles, one
-/// thread block per supernode, the diagonal tiles inverted by Higham's method; zeros above the diagonal).
-/// The reason for a kernel of our own at these sizes is the host's time: cuBLAS's trsm, the path of wider
+/// kInvertMidColumns wide, in place on `values` (panels as in SupernodalView), in three launches for the
+/// whole list, both steps by substitution with the original L11 as cuBLAS's trsm: W = L21 L11^{-1} (W L11 =
+/// L21, in blocks of 32 rows; rows_below: the most rows below the diagonal block among the list's
+/// supernodes, 0 for none), then V = L11^{-1} (L11 V = I by block forward substitution on 32 x 32 tiles,
+/// one thread block per tile column, the diagonal tiles inverted by Higham's method) and V moved into
+/// place (zeros above the diagonal). The entries above L11's diagonal are scratch until then.
+/// The reason for kernels of our own at these sizes is the host's time: cuBLAS's trsm, the path of wider
 /// blocks, enqueues several launches per supernode, and the inversions of the last supernodes are what the
 /// caller waits for after a small factorization (docs/benchmarks/solve.md). A zero pivot is reported in
 /// status as kStatusZeroPivot with the permuted column.

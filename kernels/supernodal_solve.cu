@@ -682,137 +682,212 @@ __global__ void __launch_bounds__(kInvertWarps * 32)
 // residuals W L11 - L21 and L11 V - I stay of the order of eps |W| |L11| and eps |L11| |V| (Du Croz &
 // Higham, "Stability of methods for matrix inversion", IMA J. Numer. Anal. 12, 1992), which is what the
 // solve's backward error rests on. Forming W as L21 V, or V from already inverted trailing blocks, would
-// carry the inverse's forward error, up to cond(L11) eps, into the solve. Hence W first, then V in place.
+// carry the inverse's forward error, up to cond(L11) eps, into the solve. Hence W first, then V.
+//
+// The last supernodes of a factorization are inverted while the caller waits (docs/benchmarks/solve.md),
+// so these kernels are built for latency: W's blocks read L11 from shared memory, one tile column at a
+// time, and each tile column of V has a block of its own.
 
 constexpr int kMidTiles = kInvertMidColumns / dense::kTile;  // tiles of the widest block: one warp each
 constexpr int kMidThreads = kMidTiles * 32;
-constexpr int kMidRows = 32;  // rows of W per block of mid_w_kernel
-constexpr std::size_t kMidInvertSmem = (2ull * kMidTiles + 1) * dense::kTileSmem * sizeof(double);
-constexpr std::size_t kMidWSmem = std::size_t(kMidRows) * (kInvertMidColumns + 1) * sizeof(double);
+constexpr int kMidRows = 32;       // rows of W per block of mid_w_kernel
+constexpr int kMidRowBlocks = 64;  // the most blocks of rows a supernode gets; they stride over the rest
+constexpr int kMidWLd = kInvertMidColumns + 1;  // odd: a warp's lanes on 32 rows of a column hit distinct banks
+constexpr std::size_t kMidWSmem =
+    (std::size_t(kMidRows) * kMidWLd + std::size_t(kInvertMidColumns) * dense::kTileLd) * sizeof(double);
+constexpr std::size_t kMidVSmem = (2ull * kMidTiles + 1) * dense::kTileSmem * sizeof(double);
+constexpr int kMidPairs = kMidTiles * (kMidTiles + 1) / 2;  // tiles on and below the diagonal
+constexpr int kMidPlaceThreads = 256;
 
 /// W = L21 L11^{-1} in place (W L11 = L21 by substitution with the original L11, before it is inverted) for
 /// the supernode list[blockIdx.x]: blockIdx.y strides over its blocks of kMidRows rows, each staged in
-/// shared memory. Per tile of 32 columns, from the last to the first: the columns right of it (solved)
-/// are subtracted by all threads, then one warp solves the tile's triangle, a row per lane.
+/// shared memory. Per tile of 32 columns, from the last to the first, with L11's rows from the tile's first
+/// on in shared memory: the columns right of it (solved) are subtracted by all threads, then one warp
+/// solves the tile's triangle, a row per lane in registers, from its last column to its first.
 __global__ void __launch_bounds__(kMidThreads)
     mid_w_kernel(const int* list, const int* supernode_begin, const long long* row_ptr,
                  const long long* panel_offset, double* values) {
   extern __shared__ __align__(16) double mid_smem[];
+  double* const w = mid_smem;                       // w[i * kMidWLd + c]: row i of the block, column c
+  double* const l = mid_smem + kMidRows * kMidWLd;  // l[q * kTileLd + c] = L11(c0 + q, c0 + c)
   const int s = list[blockIdx.x];
   const int k = supernode_begin[s + 1] - supernode_begin[s];
   const long long m = row_ptr[s + 1] - row_ptr[s];
   double* const panel = values + panel_offset[s];
-  const int ld = k + 1;
   const int tiles = (k + 31) / 32;
+  const int lane = threadIdx.x & 31;
   for (long long r0 = k + static_cast<long long>(blockIdx.y) * kMidRows; r0 < m;
        r0 += static_cast<long long>(gridDim.y) * kMidRows) {
     const int rows = m - r0 < kMidRows ? static_cast<int>(m - r0) : kMidRows;
     __syncthreads();  // the previous block of rows is written back
     for (int e = threadIdx.x; e < kMidRows * k; e += blockDim.x) {
       const int i = e % kMidRows, c = e / kMidRows;
-      mid_smem[i * ld + c] = i < rows ? panel[(r0 + i) + c * m] : 0.0;
+      w[i * kMidWLd + c] = i < rows ? panel[(r0 + i) + static_cast<long long>(c) * m] : 0.0;
     }
     for (int t = tiles - 1; t >= 0; --t) {
-      const int c0 = t * 32, c1 = min(k, c0 + 32);
+      const int c0 = t * 32, width = min(32, k - c0), c1 = c0 + width, below = k - c0;
+      __syncthreads();  // the previous tile is solved and `l` is free
+      // L11(c0 .. k-1, c0 .. c1-1); the diagonal tile's entries above its diagonal are not read.
+      for (int e = threadIdx.x; e < below * dense::kTile; e += blockDim.x) {
+        const int q = e % below, c = e / below;
+        l[q * dense::kTileLd + c] = (c < width && q >= c) ? panel[(c0 + q) + static_cast<long long>(c0 + c) * m] : 0.0;
+      }
       __syncthreads();
-      // Subtract the solved columns c1 .. k-1 from the tile's columns.
-      if (c1 < k)
-        for (int e = threadIdx.x; e < kMidRows * (c1 - c0); e += blockDim.x) {
-          const int i = e % kMidRows, c = c0 + e / kMidRows;
-          double sum = mid_smem[i * ld + c];
-          for (int q = c1; q < k; ++q) sum = fma(-mid_smem[i * ld + q], panel[q + c * m], sum);
-          mid_smem[i * ld + c] = sum;
+      if (c1 < k) {
+        // Lane i's row, columns warp + kMidTiles t of the tile: kColumns independent sums.
+        constexpr int kColumns = dense::kTile / kMidTiles;
+        const int warp = threadIdx.x >> 5;
+        double sum[kColumns];
+#pragma unroll
+        for (int t = 0; t < kColumns; ++t) sum[t] = w[lane * kMidWLd + c0 + warp + kMidTiles * t];
+        for (int q = c1; q < k; ++q) {
+          const double x = w[lane * kMidWLd + q];
+#pragma unroll
+          for (int t = 0; t < kColumns; ++t) sum[t] = fma(-x, l[(q - c0) * dense::kTileLd + warp + kMidTiles * t], sum[t]);
         }
+#pragma unroll
+        for (int t = 0; t < kColumns; ++t)
+          if (warp + kMidTiles * t < width) w[lane * kMidWLd + c0 + warp + kMidTiles * t] = sum[t];
+      }
       __syncthreads();
-      // The tile's triangle: lane i solves row i, column c1 - 1 down to c0.
-      if (threadIdx.x < kMidRows)
-        for (int c = c1 - 1; c >= c0; --c) {
-          double w = mid_smem[threadIdx.x * ld + c];
-          for (int q = c + 1; q < c1; ++q) w = fma(-mid_smem[threadIdx.x * ld + q], panel[q + c * m], w);
-          mid_smem[threadIdx.x * ld + c] = w / panel[c + c * m];
+      if (threadIdx.x < 32) {
+        // x L(tile) = r: x_c = r_c / L(c, c) from the last column, each subtracted from the columns left of it.
+        double x[dense::kTile];
+#pragma unroll
+        for (int c = 0; c < dense::kTile; ++c) x[c] = c < width ? w[lane * kMidWLd + c0 + c] : 0.0;
+#pragma unroll
+        for (int c = dense::kTile - 1; c >= 0; --c) {
+          if (c >= width) continue;
+          x[c] /= l[c * dense::kTileLd + c];
+#pragma unroll
+          for (int q = 0; q < c; ++q) x[q] = fma(-x[c], l[c * dense::kTileLd + q], x[q]);
         }
+#pragma unroll
+        for (int c = 0; c < dense::kTile; ++c)
+          if (c < width) w[lane * kMidWLd + c0 + c] = x[c];
+      }
     }
     __syncthreads();
     for (int e = threadIdx.x; e < kMidRows * k; e += blockDim.x) {
       const int i = e % kMidRows, c = e / kMidRows;
-      if (i < rows) panel[(r0 + i) + c * m] = mid_smem[i * ld + c];
+      if (i < rows) panel[(r0 + i) + static_cast<long long>(c) * m] = w[i * kMidWLd + c];
     }
   }
 }
 
-/// V = L11^{-1} in place for the supernode list[blockIdx.x], one block each, by block forward substitution
-/// L11 V = I on 32 x 32 tiles: the diagonal tiles inverted first, one warp each (warp_invert_tile,
-/// Higham's method, into shared memory); then for each tile column j in turn, tile rows p = j, j + 1, ...
-/// are finished one after another, V(p, j) = -L(p, p)^{-1} sum over q = j .. p-1 of L(p, q) V(q, j)
-/// (V(j, j) = L(j, j)^{-1}), and each finished tile is added into the sums of the rows below it at once,
-/// warp i holding row i's sum. A tile of L is overwritten only after its last read: column j's tiles of
-/// L are read while column j is solved, and later columns read columns right of j only. Plain loads: the
-/// kernel writes what it reads.
+/// V = L11^{-1} by block forward substitution L11 V = I on 32 x 32 tiles, one block per tile column j
+/// (blockIdx.y) of the supernode list[blockIdx.x]: its warps invert the diagonal tiles p >= j
+/// (warp_invert_tile, Higham's method, into shared memory); then tile rows p = j, j + 1, ... are finished
+/// one after another, V(p, j) = -L(p, p)^{-1} sum over q = j .. p-1 of L(p, q) V(q, j) (V(j, j) =
+/// L(j, j)^{-1}; its product spread over all warps), and each finished tile is added into the sums of the
+/// rows below it at once, warp i holding row i's sum. (One warp forming each product took 7-9 us a step:
+/// docs/benchmarks/solve.md.) The other columns' blocks read L11's lower triangle meanwhile, so V(p, j) goes,
+/// transposed, where nothing is read: its strictly lower entries to tile (j, p) above the diagonal
+/// (mid_v_place_kernel moves them down and sets the diagonal).
 __global__ void __launch_bounds__(kMidThreads)
-    invert_mid_kernel(const int* list, const int* supernode_begin, const long long* row_ptr,
-                      const long long* panel_offset, double* values, DeviceStatus* status) {
+    mid_v_kernel(const int* list, const int* supernode_begin, const long long* row_ptr,
+                 const long long* panel_offset, double* values, DeviceStatus* status) {
   extern __shared__ __align__(16) double mid_smem[];
   double* const inverse = mid_smem;                                 // the inverted diagonal tiles
   double* const scratch = mid_smem + kMidTiles * dense::kTileSmem;  // per warp
   double* const finished = scratch + kMidTiles * dense::kTileSmem;  // V(p, j) of the current step
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int s = list[blockIdx.x];
+  const int s = list[blockIdx.x], j = blockIdx.y;
   const int f = supernode_begin[s], k = supernode_begin[s + 1] - f;
+  const int tiles = (k + 31) / 32;
+  if (j >= tiles) return;
   const long long m = row_ptr[s + 1] - row_ptr[s];
   double* const panel = values + panel_offset[s];
-  const int tiles = (k + 31) / 32;
   double* const mine = scratch + warp * dense::kTileSmem;
   const int r = warp * 32 + lane;  // this lane's row of L11 (of tile row `warp`)
-  if (warp < tiles) {
+  if (warp >= j && warp < tiles) {
     const int valid = min(32, k - warp * 32);
     double row[dense::kTile];
 #pragma unroll
     for (int c = 0; c < dense::kTile; ++c)
-      row[c] = (lane < valid && c < valid) ? panel[r + (warp * 32 + c) * m] : (lane == c ? 1.0 : 0.0);
+      row[c] = (lane < valid && c <= lane) ? panel[r + static_cast<long long>(warp * 32 + c) * m] : (lane == c ? 1.0 : 0.0);
     dense::warp_invert_tile(row, inverse + warp * dense::kTileSmem, mine, false, valid, status, f + warp * 32);
   }
   __syncthreads();
-  for (int j = 0; j < tiles; ++j) {
-    double sum[dense::kTile];  // row r of warp's tile row's sum, sum over finished q of L(warp, q) V(q, j)
+  double sum[dense::kTile];  // row r of warp's tile row's sum, sum over finished q of L(warp, q) V(q, j)
 #pragma unroll
-    for (int c = 0; c < dense::kTile; ++c) sum[c] = 0.0;
-    for (int p = j; p < tiles; ++p) {
-      if (warp == p) {
-        // V(p, j): the inverted diagonal tile, or -L(p, p)^{-1} times the sum (staged in this warp's scratch).
-        const double* d = inverse + p * dense::kTileSmem;
-        if (p == j) {
+  for (int c = 0; c < dense::kTile; ++c) sum[c] = 0.0;
+  for (int p = j; p < tiles; ++p) {
+    const bool below = warp > p && warp < tiles;
+    double l[dense::kTile];  // L(warp, p), loaded before the wait for V(p, j)
 #pragma unroll
-          for (int c = 0; c < dense::kTile; ++c) finished[lane * dense::kTileLd + c] = d[lane * dense::kTileLd + c];
-        } else {
+    for (int q = 0; q < dense::kTile; ++q)
+      l[q] = (below && r < k && p * 32 + q < k) ? panel[r + static_cast<long long>(p * 32 + q) * m] : 0.0;
+    // V(p, j): the inverted diagonal tile, or -L(p, p)^{-1} times the sum of tile row p (staged in its
+    // warp's scratch), by all warps: lane c of a warp forms column c of kRows rows.
+    const double* d = inverse + p * dense::kTileSmem;
+    if (p == j) {
+      if (warp == p)
 #pragma unroll
-          for (int c = 0; c < dense::kTile; ++c) mine[lane * dense::kTileLd + c] = sum[c];
-          __syncwarp();
+        for (int c = 0; c < dense::kTile; ++c) finished[lane * dense::kTileLd + c] = d[lane * dense::kTileLd + c];
+    } else {
+      const double* staged = scratch + p * dense::kTileSmem;
+      if (warp == p)
 #pragma unroll
-          for (int c = 0; c < dense::kTile; ++c) {
-            double v = 0.0;
+        for (int c = 0; c < dense::kTile; ++c) mine[lane * dense::kTileLd + c] = sum[c];
+      __syncthreads();
+      constexpr int kRows = dense::kTile / kMidTiles;
+      double v[kRows];
 #pragma unroll
-            for (int q = 0; q < dense::kTile; ++q) v = fma(d[lane * dense::kTileLd + q], mine[q * dense::kTileLd + c], v);
-            finished[lane * dense::kTileLd + c] = -v;
-          }
-        }
-        __syncwarp();
-        if (r < k)
-          for (int c = 0; c < dense::kTile && j * 32 + c < k; ++c)
-            panel[r + (j * 32 + c) * m] = (p == j && c > lane) ? 0.0 : finished[lane * dense::kTileLd + c];
+      for (int i = 0; i < kRows; ++i) v[i] = 0.0;
+#pragma unroll
+      for (int q = 0; q < dense::kTile; ++q) {
+        const double x = staged[q * dense::kTileLd + lane];
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) v[i] = fma(d[(warp * kRows + i) * dense::kTileLd + q], x, v[i]);
       }
-      __syncthreads();  // V(p, j) is in `finished`
-      if (warp > p && warp < tiles) {
-        // sum(warp) += L(warp, p) V(p, j); L(warp, p) is read here for the last time when p == j.
-        double l[dense::kTile];
 #pragma unroll
-        for (int q = 0; q < dense::kTile; ++q) l[q] = (r < k && p * 32 + q < k) ? panel[r + (p * 32 + q) * m] : 0.0;
-#pragma unroll
-        for (int q = 0; q < dense::kTile; ++q)
-#pragma unroll
-          for (int c = 0; c < dense::kTile; ++c) sum[c] = fma(l[q], finished[q * dense::kTileLd + c], sum[c]);
-      }
-      __syncthreads();  // `finished` is read before the next V(p, j) replaces it
+      for (int i = 0; i < kRows; ++i) finished[(warp * kRows + i) * dense::kTileLd + lane] = -v[i];
     }
+    __syncthreads();  // V(p, j) is in `finished`
+    // V(p * 32 + i, j * 32 + lane) to row j * 32 + lane, column p * 32 + i: above the diagonal, coalesced.
+    for (int i = warp; i < dense::kTile; i += kMidTiles) {
+      const int row = p * 32 + i, col = j * 32 + lane;
+      if (row < k && col < row) panel[col + static_cast<long long>(row) * m] = finished[i * dense::kTileLd + lane];
+    }
+    if (below) {
+      // sum(warp) += L(warp, p) V(p, j)
+#pragma unroll
+      for (int q = 0; q < dense::kTile; ++q)
+#pragma unroll
+        for (int c = 0; c < dense::kTile; ++c) sum[c] = fma(l[q], finished[q * dense::kTileLd + c], sum[c]);
+    }
+    __syncthreads();  // `finished` is read before the next V(p, j) replaces it
+  }
+}
+
+/// The last step of mid_v_kernel for the supernode list[blockIdx.x] and the tile (P, Q), P >= Q, that
+/// blockIdx.y numbers: V(P, Q) from its transposed copy in tile (Q, P) into place, zeros above the
+/// diagonal, and V's diagonal 1 / L(i, i) (as warp_invert_tile forms it, from the diagonal still there).
+__global__ void __launch_bounds__(kMidPlaceThreads)
+    mid_v_place_kernel(const int* list, const int* supernode_begin, const long long* row_ptr,
+                       const long long* panel_offset, double* values) {
+  __shared__ double t[dense::kTile][dense::kTileLd];  // t[a][b] = V(P * 32 + a, Q * 32 + b)
+  const int s = list[blockIdx.x];
+  const int k = supernode_begin[s + 1] - supernode_begin[s];
+  const long long m = row_ptr[s + 1] - row_ptr[s];
+  double* const panel = values + panel_offset[s];
+  int P = 0, Q = static_cast<int>(blockIdx.y);
+  while (Q > P) Q -= ++P;
+  if (P * 32 >= k) return;
+  const int lane = threadIdx.x & 31;
+  constexpr int kRowsPerPass = kMidPlaceThreads / 32;
+  for (int b = threadIdx.x >> 5; b < dense::kTile; b += kRowsPerPass) {
+    const int row = Q * 32 + lane, col = P * 32 + b;  // V(col, row), above the diagonal
+    t[b][lane] = (row < col && col < k) ? panel[row + static_cast<long long>(col) * m] : 0.0;
+  }
+  __syncthreads();
+  for (int b = threadIdx.x >> 5; b < dense::kTile; b += kRowsPerPass) {
+    if (P > Q && P * 32 + b < k) panel[(Q * 32 + lane) + static_cast<long long>(P * 32 + b) * m] = 0.0;
+    const int row = P * 32 + lane, col = Q * 32 + b;
+    if (row >= k || col >= k) continue;
+    double& lower = panel[row + static_cast<long long>(col) * m];
+    lower = row > col ? t[lane][b] : (row == col ? 1.0 / lower : 0.0);
   }
 }
 
@@ -1034,9 +1109,9 @@ void load_supernodal_kernels() {
   int blocks = 0;
   SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, invert_small_kernel, kInvertWarps * 32, 0));
   // Both mid-size kernels need more than the default 48 KB of dynamic shared memory.
-  SPADE_CUDA_CHECK(cudaFuncSetAttribute(invert_mid_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMidInvertSmem)));
+  SPADE_CUDA_CHECK(cudaFuncSetAttribute(mid_v_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMidVSmem)));
   SPADE_CUDA_CHECK(cudaFuncSetAttribute(mid_w_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMidWSmem)));
-  SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, invert_mid_kernel, kMidThreads, kMidInvertSmem));
+  SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, mid_v_kernel, kMidThreads, kMidVSmem));
   if (blocks < 1) throw ResourceError("the mid-size inversion kernel does not fit on this GPU");
   SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, mid_w_kernel, kMidThreads, kMidWSmem));
   if (blocks < 1) throw ResourceError("the mid-size inversion kernel does not fit on this GPU");
@@ -1066,15 +1141,16 @@ void launch_invert_mid(const int* list, int count, long long rows_below, const i
                        cudaStream_t stream) {
   if (count <= 0) return;
   if (rows_below > 0) {  // W first: it solves with L11 before L11 is inverted
-    // Blocks of kMidRows rows per supernode: enough for the tallest panel, at most 16 (each block then
-    // strides over the rest).
-    const long long row_blocks = std::min<long long>((rows_below + kMidRows - 1) / kMidRows, 16);
+    const long long row_blocks = std::min<long long>((rows_below + kMidRows - 1) / kMidRows, kMidRowBlocks);
     const dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(row_blocks));
     mid_w_kernel<<<grid, kMidThreads, kMidWSmem, stream>>>(list, supernode_begin, row_ptr, panel_offset, values);
     SPADE_CUDA_CHECK_LAUNCH();
   }
-  invert_mid_kernel<<<count, kMidThreads, kMidInvertSmem, stream>>>(list, supernode_begin, row_ptr, panel_offset, values,
-                                                                   status);
+  mid_v_kernel<<<dim3(static_cast<unsigned>(count), kMidTiles), kMidThreads, kMidVSmem, stream>>>(
+      list, supernode_begin, row_ptr, panel_offset, values, status);
+  SPADE_CUDA_CHECK_LAUNCH();
+  mid_v_place_kernel<<<dim3(static_cast<unsigned>(count), kMidPairs), kMidPlaceThreads, 0, stream>>>(
+      list, supernode_begin, row_ptr, panel_offset, values);
   SPADE_CUDA_CHECK_LAUNCH();
 }
 

@@ -374,13 +374,13 @@ SparseMatrix supernode_of_width(index_t k, index_t below, unsigned& seed) {
 TEST(GpuPlan, BlockKernelInversionAtEveryTileAndRowBlockCount) {
   SPADE_REQUIRE_GPU();
   // launch_invert_mid's widths, 33 to 256 (two to eight tiles, the last one partial or full), with no rows,
-  // one, one block of 32, a partial second block and more blocks than a supernode gets (16), so that its
+  // one, one block of 32, a partial second block and more blocks than a supernode gets (64), so that its
   // blocks stride; 32 and 257 on either side go to the warp kernel and to cuBLAS.
   AnalyzeOptions natural;
   natural.ordering = OrderingMethod::natural;
   natural.supernodes.relax = false;
   const std::pair<index_t, index_t> cases[] = {{32, 40},  {33, 1},  {48, 600}, {64, 32},  {65, 33},  {100, 0},
-                                               {128, 97}, {129, 31}, {200, 64}, {255, 5}, {256, 517}, {257, 40}};
+                                               {128, 97}, {129, 31}, {200, 64}, {255, 5}, {256, 517}, {97, 2100}, {257, 40}};
   for (const auto& [k, below] : cases) {
     unsigned seed = 0;
     const SparseMatrix A = supernode_of_width(k, below, seed);
