@@ -30,6 +30,24 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+/// Polls `done` for up to a millisecond and says whether it came true. The plan's thread and the caller
+/// poll before they sleep: at the end of a small factorization the uploads arrive, and the plan is ready,
+/// within less than a millisecond, and a sleeping thread's wake-up took 10-40 us each time
+/// (docs/benchmarks/solve.md). Each has a processor of its own then (FactorOptions::processors_left).
+template <typename Done>
+bool poll_briefly(Done done) {
+  const auto limit = Clock::now() + std::chrono::milliseconds(1);
+  for (unsigned i = 1;; ++i) {
+    if (done()) return true;
+    if (i % 64 == 0 && Clock::now() > limit) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::this_thread::yield();
+#endif
+  }
+}
+
 /// Starts f on a new thread; the system's refusal (std::system_error, e.g. under a memory or process
 /// limit) becomes a ResourceError naming `what`.
 template <typename F>
@@ -53,11 +71,13 @@ class RangeQueue {
     std::lock_guard<std::mutex> lock(mutex_);
     ranges_.clear();
     closed_ = false;
+    signaled_ = false;
   }
   void push(Range r) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       ranges_.push_back(r);
+      signaled_.store(true, std::memory_order_release);
     }
     ready_.notify_one();
   }
@@ -66,12 +86,14 @@ class RangeQueue {
   /// is closed and empty.
   bool pop_all(std::vector<Range>& out) {
     out.clear();
+    poll_briefly([this] { return signaled_.load(std::memory_order_acquire); });
     {
       std::unique_lock<std::mutex> lock(mutex_);
       ready_.wait(lock, [&] { return closed_ || !ranges_.empty(); });
       if (ranges_.empty()) return false;
       out.assign(ranges_.begin(), ranges_.end());
       ranges_.clear();
+      signaled_.store(closed_, std::memory_order_relaxed);
     }
     std::sort(out.begin(), out.end(), [](const Range& a, const Range& b) { return a.first < b.first; });
     std::size_t kept = 0;
@@ -88,6 +110,7 @@ class RangeQueue {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       closed_ = true;
+      signaled_.store(true, std::memory_order_release);
     }
     ready_.notify_all();
   }
@@ -97,6 +120,7 @@ class RangeQueue {
   std::condition_variable ready_;
   std::deque<Range> ranges_;
   bool closed_ = true;
+  std::atomic<bool> signaled_{false};  // ranges queued or the queue closed (polled without the mutex)
 };
 
 /// Device memory for a caller's block, stream-ordered (cudaMallocAsync / cudaFreeAsync).
@@ -318,14 +342,15 @@ struct Solver::Impl {
   std::thread plan_worker;
   std::mutex plan_fed_mutex;
   std::condition_variable plan_fed_cv;
-  bool plan_fed = false;
+  std::atomic<bool> plan_fed{false};  // written under plan_fed_mutex, polled without it
 
   void join_plan_worker() {
     if (plan_worker.joinable()) plan_worker.join();
   }
   void wait_plan_fed() {
+    if (poll_briefly([this] { return plan_fed.load(std::memory_order_acquire); })) return;
     std::unique_lock<std::mutex> lock(plan_fed_mutex);
-    plan_fed_cv.wait(lock, [this] { return plan_fed; });
+    plan_fed_cv.wait(lock, [this] { return plan_fed.load(std::memory_order_relaxed); });
   }
 
   // The partitioned inverse's thread. Under partitioned_mutex: the band and pieces it chose (once per
@@ -561,7 +586,7 @@ struct Solver::Impl {
     }  // drain what a failed plan left
     {
       std::lock_guard<std::mutex> lock(plan_fed_mutex);
-      plan_fed = true;
+      plan_fed.store(true, std::memory_order_release);
     }
     plan_fed_cv.notify_all();
   }
@@ -862,7 +887,7 @@ void Solver::Impl::factorize_streaming(const SparseMatrix& A) {
     s.streaming = true;
     // A Cholesky factor's values are page-locked for a refactorization's uploads; an LU's go up pageable.
     const double* existing = s.factor ? s.factor->values().data() : nullptr;
-    s.plan_fed = false;
+    s.plan_fed.store(false, std::memory_order_relaxed);
     s.plan_worker =
         start_thread("GPU plan", [&, existing] { s.feed_plan(existing, factor_failed, problem, gpu_error); });
     if (s.wants_partitioned()) {
