@@ -1108,7 +1108,7 @@ void launch_round_to_single(const double* in, float* out, long long count, int* 
 void load_supernodal_kernels() {
   int blocks = 0;
   SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, invert_small_kernel, kInvertWarps * 32, 0));
-  // Both mid-size kernels need more than the default 48 KB of dynamic shared memory.
+  // The mid-size W and V kernels need more than the default 48 KB of dynamic shared memory.
   SPADE_CUDA_CHECK(cudaFuncSetAttribute(mid_v_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMidVSmem)));
   SPADE_CUDA_CHECK(cudaFuncSetAttribute(mid_w_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMidWSmem)));
   SPADE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, mid_v_kernel, kMidThreads, kMidVSmem));
