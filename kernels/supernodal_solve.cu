@@ -780,10 +780,9 @@ __global__ void __launch_bounds__(kMidThreads)
 /// (warp_invert_tile, Higham's method, into shared memory); then tile rows p = j, j + 1, ... are finished
 /// one after another, V(p, j) = -L(p, p)^{-1} sum over q = j .. p-1 of L(p, q) V(q, j) (V(j, j) =
 /// L(j, j)^{-1}; its product spread over all warps), and each finished tile is added into the sums of the
-/// rows below it at once, warp i holding row i's sum. (One warp forming each product took 7-9 us a step:
-/// docs/benchmarks/solve.md.) The other columns' blocks read L11's lower triangle meanwhile, so V(p, j) goes,
-/// transposed, where nothing is read: its strictly lower entries to tile (j, p) above the diagonal
-/// (mid_v_place_kernel moves them down and sets the diagonal).
+/// rows below it at once, warp i holding row i's sum. The other columns' blocks read L11's lower triangle
+/// meanwhile, so V(p, j) goes, transposed, where nothing is read: its strictly lower entries to tile (j, p)
+/// above the diagonal (mid_v_place_kernel moves them down and sets the diagonal).
 __global__ void __launch_bounds__(kMidThreads)
     mid_v_kernel(const int* list, const int* supernode_begin, const long long* row_ptr,
                  const long long* panel_offset, double* values, DeviceStatus* status) {
