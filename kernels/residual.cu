@@ -144,6 +144,81 @@ void launch_group(const CsrView& A, const ResidualInput& in, double* R, int nrhs
     launch_columns<G, false>(A, in, R, nrhs, result, stream);
 }
 
+__global__ void refine_step_kernel(RefineState* state, RefineTurn turn, int written, int max_steps, double tolerance,
+                                   bool single, const int* solve_status, RefineHandles handles) {
+  RefineState& st = *state;
+  double* norms = reinterpret_cast<double*>(state + 1);
+  double* berrs = norms + max_steps + 1;
+  double* singles = berrs + max_steps + 1;
+  const double norm = __longlong_as_double(static_cast<long long>(st.result[0]));
+  const double berr = __longlong_as_double(static_cast<long long>(st.result[1]));
+  st.result[0] = st.result[1] = 0;
+  if (turn == RefineTurn::redo) {
+    st.current = written;
+    st.redo = 0;
+    return;
+  }
+  const bool first = turn == RefineTurn::first;
+  if (first) {
+    st.steps = 0;
+    st.current = written;
+    st.current_step = 0;
+    st.single = single ? 1 : 0;
+  }
+  const int s = st.steps;
+  norms[s] = norm;
+  berrs[s] = berr;
+  singles[s] = first ? 0.0 : st.single;
+  st.steps = s + 1;
+  int stop = kRefineGoing, redo = 0;
+  if (solve_status != nullptr && *solve_status != 0) {
+    stop = kRefineSolveFailed;
+  } else if (first) {
+    if (berr <= tolerance)
+      stop = kRefineConverged;
+    else if (max_steps < 1)
+      stop = kRefineMaxSteps;
+  } else {
+    const double kept = berrs[st.current_step];
+    // The comparisons of refine_loop, so that a NaN takes the same way (it goes on to max_steps).
+    if (berr > tolerance && berr > kept / 2) {
+      if (st.single) {  // FP64 from here; the better iterate goes on
+        st.single = 0;
+        if (berr < kept) {
+          st.current = written;
+          st.current_step = s;
+        } else {
+          redo = 1;
+        }
+        if (s >= max_steps) {
+          stop = kRefineMaxSteps;
+          redo = 0;
+        }
+      } else {
+        stop = kRefineStagnated;
+        if (berr < kept) {
+          st.current = written;
+          st.current_step = s;
+        }
+      }
+    } else {
+      st.current = written;
+      st.current_step = s;
+      if (berr <= tolerance)
+        stop = kRefineConverged;
+      else if (s >= max_steps)
+        stop = kRefineMaxSteps;
+    }
+  }
+  st.stop = stop;
+  st.redo = redo;
+  const unsigned go = stop == kRefineGoing ? 1u : 0u;
+  if (handles.mask & RefineHandles::kLoop) cudaGraphSetConditional(handles.loop, go);
+  if (handles.mask & RefineHandles::kNext) cudaGraphSetConditional(handles.next, go);
+  if (handles.mask & RefineHandles::kPrecision) cudaGraphSetConditional(handles.precision, st.single ? 1u : 0u);
+  if (handles.mask & RefineHandles::kRedo) cudaGraphSetConditional(handles.redo, redo ? 1u : 0u);
+}
+
 }  // namespace
 
 int residual_group(long long longest_row, long long n, int multiprocessors) {
@@ -167,6 +242,12 @@ void launch_residual(const CsrView& A, const ResidualInput& in, double* R, int n
     case 32: launch_group<32>(A, in, R, nrhs, result, stream); break;
     default: throw InvalidInput("launch_residual: group must be 1, 2, 4, 8, 16 or 32, not " + std::to_string(group));
   }
+  SPADE_CUDA_CHECK_LAUNCH();
+}
+
+void launch_refine_step(RefineState* state, RefineTurn turn, int written, int max_steps, double tolerance,
+                        bool single, const int* solve_status, const RefineHandles& handles, cudaStream_t stream) {
+  refine_step_kernel<<<1, 1, 0, stream>>>(state, turn, written, max_steps, tolerance, single, solve_status, handles);
   SPADE_CUDA_CHECK_LAUNCH();
 }
 

@@ -17,6 +17,7 @@
 #include "../kernels/residual_kernels.hpp"
 #include "../kernels/supernodal_kernels.hpp"
 #include "lu_correction.hpp"
+#include "refine_loop.hpp"
 #include "spade/error.hpp"
 
 namespace spade {
@@ -115,6 +116,16 @@ std::vector<long long> packed_u_offsets(const SymbolicFactor& S) {
 static_assert(SupernodalSchedule::kMidInverse == kernels::kInvertMidColumns,
               "the schedule's block-kernel inversions are those launch_invert_mid takes");
 
+/// A refinement graph (refine()): its key, and from the key's second call its graph and its state
+/// (kernels::RefineState and the history), with a pinned copy that the graph's last node writes.
+struct GpuSolvePlan::RefineGraph {
+  RefineKey key;
+  cudaGraphExec_t exec = nullptr;  // null until the key's second refinement
+  std::uint64_t used = 0;          // the solve count at its last use
+  DeviceArray<double> state;
+  std::unique_ptr<PinnedArray<double>> host;
+};
+
 struct GpuSolvePlan::Device {
   DeviceArray<double> values;
   DeviceArray<int> row_indices, supernode_begin, parent, units, need, perm, small_list, mid_list, large_info;
@@ -169,6 +180,9 @@ struct GpuSolvePlan::Device {
   std::vector<PassGraph> graphs;
   std::uint64_t solves = 0;
   cudaStream_t capture_stream = nullptr;
+  // The refinement graphs (refine()), kept as the pass graphs, so that a caller alternating refinements
+  // (FP32 and FP64 corrections, two sets of buffers) keeps each one's graph.
+  std::vector<RefineGraph> refine_graphs;  // at most kPassGraphs, the least recently used replaced
 
   DeviceArray<char> trtri_work;
   std::vector<char> trtri_host;
@@ -182,6 +196,8 @@ struct GpuSolvePlan::Device {
 
   ~Device() {
     for (PassGraph& g : graphs)
+      if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
+    for (RefineGraph& g : refine_graphs)
       if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
     if (capture_stream != nullptr) cudaStreamDestroy(capture_stream);
     if (maps_copied != nullptr) cudaEventDestroy(maps_copied);
@@ -706,6 +722,45 @@ std::size_t GpuSolvePlan::single_copy_bytes() const {
   return device_->values.size() * (lu_ ? 2 : 1) * sizeof(float);
 }
 
+struct GpuSolvePlan::Sweeps {
+  kernels::SupernodalView forward, backward;
+  const double* scale_in = nullptr;  // an LU's scalings (kernels::SupernodalPass)
+  const double* scale_out = nullptr;
+};
+
+GpuSolvePlan::Sweeps GpuSolvePlan::sweeps(Transpose trans) const {
+  const Device& d = *device_;
+  const kernels::SupernodalView view{d.tasks.get(),       d.backward_tasks.get(), static_cast<int>(d.tasks.size()),
+                                     d.supernode_begin.get(),
+                                     d.row_ptr.get(),     d.panel_offset.get(),             d.parent.get(),
+                                     d.units.get(),       d.need.get(),                     d.row_indices.get(),
+                                     d.perm.get(),        d.values.get(),
+                                     d.single_values.get()};
+  Sweeps sweep{view, view};
+  if (!lu_) return sweep;
+  // An LU's sweeps: one panel set each, L's with its rows in positions and q folded into its permutation;
+  // the sweeps apply the scalings as they read b and write x.
+  kernels::SupernodalView lower = view, upper = view;
+  lower.row_indices = d.row_indices_l.get();
+  lower.perm = d.perm_r.get();
+  upper.values = d.values_u.get();
+  upper.values_single = d.single_values_u.get();
+  const bool plain = trans == Transpose::no;
+  sweep.forward = plain ? lower : upper;
+  sweep.backward = plain ? upper : lower;
+  sweep.scale_in = plain ? d.row_scale.get() : d.col_scale.get();
+  sweep.scale_out = plain ? d.col_scale.get() : d.row_scale.get();
+  return sweep;
+}
+
+kernels::SupernodalWorkspace GpuSolvePlan::workspace(int lane) const {
+  const Device& d = *device_;
+  const Device::Lane& l = d.lanes[lane];
+  const std::size_t ns = static_cast<std::size_t>(symbolic_->num_supernodes);
+  return {l.acc.get(), l.y.get(), l.x.get(), l.counters.get(), l.counters.get() + ns, l.counters.get() + 2 * ns,
+          d.status.get()};
+}
+
 template <typename Enqueue>
 cudaGraphExec_t GpuSolvePlan::pass_graph(const PassKey& key, const Enqueue& enqueue) {
   Device& d = *device_;
@@ -774,29 +829,7 @@ void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, i
   passes_ = 0;
   if (nrhs == 0 || n == 0) return;
   Device& d = *device_;
-  const std::size_t ns = static_cast<std::size_t>(S.num_supernodes);
-  kernels::SupernodalView view{d.tasks.get(),       d.backward_tasks.get(), static_cast<int>(d.tasks.size()),
-                               d.supernode_begin.get(),
-                               d.row_ptr.get(),     d.panel_offset.get(),             d.parent.get(),
-                               d.units.get(),       d.need.get(),                     d.row_indices.get(),
-                               d.perm.get(),        d.values.get(),
-                               d.single_values.get()};
-  // An LU's sweeps: one panel set each, L's with its rows in positions and q folded into its permutation;
-  // the sweeps apply the scalings as they read b and write x.
-  kernels::SupernodalView forward_view = view, backward_view = view;
-  const double *scale_in = nullptr, *scale_out = nullptr;
-  if (lu_) {
-    kernels::SupernodalView lower = view, upper = view;
-    lower.row_indices = d.row_indices_l.get();
-    lower.perm = d.perm_r.get();
-    upper.values = d.values_u.get();
-    upper.values_single = d.single_values_u.get();
-    const bool plain = trans == Transpose::no;
-    forward_view = plain ? lower : upper;
-    backward_view = plain ? upper : lower;
-    scale_in = plain ? d.row_scale.get() : d.col_scale.get();
-    scale_out = plain ? d.col_scale.get() : d.row_scale.get();
-  }
+  const Sweeps sweep = sweeps(trans);
   const int passes = static_cast<int>((nrhs + max_width_ - 1) / max_width_) + 1;
   while (d.events.size() < static_cast<std::size_t>(3 * passes)) {
     cudaEvent_t e;
@@ -819,30 +852,29 @@ void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, i
       lane.y.zero(stream);  // y's zeros follow the pass width (kernels/supernodal_kernels.hpp)
       lane.last_width = width;
     }
-    kernels::SupernodalWorkspace ws{lane.acc.get(), lane.y.get(), lane.x.get(), lane.counters.get(),
-                                    lane.counters.get() + ns, lane.counters.get() + 2 * ns, d.status.get()};
+    const kernels::SupernodalWorkspace ws = workspace(l);
     const int columns = static_cast<int>(std::min<index_t>(width, nrhs - col));
     kernels::SupernodalPass pass{B + static_cast<offset_t>(col) * ldb,
                                  ldb,
                                  X + static_cast<offset_t>(col) * ldx,
                                  ldx,
                                  columns,
-                                 scale_in,
-                                 scale_out,
+                                 sweep.scale_in,
+                                 sweep.scale_out,
                                  d.trace.size() > 0 ? d.trace.get() : nullptr};
     const int grid = std::max(1, grid_[single][width_slot(width)] / lanes);
     cudaEvent_t* e = d.events.data() + 3 * passes_;
     const kernels::PanelPrecision precision = single ? kernels::PanelPrecision::fp32 : kernels::PanelPrecision::fp64;
     const auto enqueue = [&](cudaStream_t on, unsigned event_flags) {
       SPADE_CUDA_CHECK(cudaEventRecordWithFlags(e[0], on, event_flags));
-      kernels::launch_supernodal_forward(width, forward_view, ws, pass, precision, grid, on);
+      kernels::launch_supernodal_forward(width, sweep.forward, ws, pass, precision, grid, on);
       SPADE_CUDA_CHECK(cudaEventRecordWithFlags(e[1], on, event_flags));
-      kernels::launch_supernodal_backward(width, backward_view, ws, pass, precision, grid, on);
+      kernels::launch_supernodal_backward(width, sweep.backward, ws, pass, precision, grid, on);
       SPADE_CUDA_CHECK(cudaEventRecordWithFlags(e[2], on, event_flags));
     };
     const bool one_pass = nrhs <= max_width_ && d.trace.size() == 0;
     const PassKey key{B, X, ldb, ldx, columns, width, single, lu_ && trans == Transpose::yes,
-                      forward_view.values_single, backward_view.values_single};
+                      sweep.forward.values_single, sweep.backward.values_single};
     const cudaGraphExec_t graph = one_pass ? pass_graph(key, enqueue) : nullptr;
     if (graph != nullptr)
       SPADE_CUDA_CHECK(cudaGraphLaunch(graph, stream));
@@ -858,13 +890,7 @@ void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, i
   SPADE_CUDA_CHECK(cudaMemcpyAsync(d.status_host.get(), d.status.get(), sizeof(kernels::DeviceStatus),
                                    cudaMemcpyDeviceToHost, solve_stream_));
   SPADE_CUDA_CHECK(cudaStreamSynchronize(solve_stream_));
-  const kernels::DeviceStatus st = d.status_host.get()[0];
-  if (st.code != kernels::kStatusOk) {
-    reset_workspace();
-    throw NumericalError(NumericalError::Kind::no_progress, -1,
-                         "GPU solve: a spin-wait gave up (supernode " + std::to_string(st.index) +
-                             " waited too long for its dependencies); the solve was abandoned");
-  }
+  check_solve_status();
   double forward_sum[2] = {0, 0}, backward_sum[2] = {0, 0};
   for (int p = 0; p < passes_; ++p) {
     float forward = 0, backward = 0;
@@ -875,6 +901,214 @@ void GpuSolvePlan::solve(const double* B, index_t ldb, double* X, index_t ldx, i
   }
   forward_seconds_ = std::max(forward_sum[0], forward_sum[1]);
   backward_seconds_ = std::max(backward_sum[0], backward_sum[1]);
+}
+
+void GpuSolvePlan::check_solve_status() {
+  const kernels::DeviceStatus st = device_->status_host.get()[0];
+  if (st.code == kernels::kStatusOk) return;
+  reset_workspace();
+  throw NumericalError(NumericalError::Kind::no_progress, -1,
+                       "GPU solve: a spin-wait gave up (supernode " + std::to_string(st.index) +
+                           " waited too long for its dependencies); the solve was abandoned");
+}
+
+bool GpuSolvePlan::refine(GpuResidual& residual, const double* B, double* const iterate[2], double* R, double* D,
+                          index_t nrhs, std::uint64_t generation, const RefineOptions& options, bool single,
+                          RefinementResult& result, int& solution) {
+  const index_t n = symbolic_->n;
+  if (generation_ == 0 || generation != generation_)
+    throw InvalidInput("GPU refinement: the factor's values on the GPU are not those of the current factorization");
+  if (single && single_generation_ != generation_)
+    throw InvalidInput("GPU refinement: no FP32 copy of the current values (make_single_copy first)");
+  if (n < 1 || nrhs < 1 || nrhs > max_width_ || options.max_steps < 0 || options.max_steps > kDeviceRefineSteps)
+    throw InvalidInput("GPU refinement as one graph: needs n >= 1, 1 <= nrhs <= " + std::to_string(max_width_) +
+                       " and 0 <= max_steps <= " + std::to_string(kDeviceRefineSteps) + " (n " + std::to_string(n) +
+                       ", nrhs " + std::to_string(nrhs) + ", max_steps " + std::to_string(options.max_steps) + ")");
+  Device& d = *device_;
+  const RefineKey key{residual.id(),
+                      B,
+                      iterate[0],
+                      iterate[1],
+                      R,
+                      D,
+                      static_cast<int>(nrhs),
+                      options.max_steps,
+                      refine_tolerance(options),
+                      single,
+                      single ? d.single_values.get() : nullptr,
+                      single ? d.single_values_u.get() : nullptr};
+  ++d.solves;
+  auto it = std::find_if(d.refine_graphs.begin(), d.refine_graphs.end(),
+                         [&](const RefineGraph& g) { return g.key == key; });
+  if (it == d.refine_graphs.end()) {  // first sight: remembered; the caller refines on the host
+    if (d.refine_graphs.size() < Device::kPassGraphs) {
+      it = d.refine_graphs.emplace(d.refine_graphs.end());
+    } else {
+      it = std::min_element(d.refine_graphs.begin(), d.refine_graphs.end(),
+                            [](const RefineGraph& a, const RefineGraph& b) { return a.used < b.used; });
+      if (it->exec != nullptr) cudaGraphExecDestroy(it->exec);
+      it->exec = nullptr;
+    }
+    it->key = key;
+    it->used = d.solves;
+    return false;
+  }
+  it->used = d.solves;
+  RefineGraph& g = *it;
+  if (g.exec == nullptr) capture_refinement(residual, g);
+  const int width = width_for(nrhs, max_width_);
+  Device::Lane& lane = d.lanes[0];
+  if (width != lane.last_width) {
+    lane.y.zero(solve_stream_);
+    lane.last_width = width;
+  }
+  SPADE_CUDA_CHECK(cudaGraphLaunch(g.exec, solve_stream_));
+  SPADE_CUDA_CHECK(cudaStreamSynchronize(solve_stream_));
+  check_solve_status();
+  const double* host = g.host->get();
+  kernels::RefineState state;
+  std::memcpy(&state, host, sizeof state);
+  const double* norms = host + sizeof(kernels::RefineState) / sizeof(double);
+  const double* berrs = norms + options.max_steps + 1;
+  const double* singles = berrs + options.max_steps + 1;
+  result = RefinementResult{};
+  for (int k = 0; k < state.steps; ++k) {
+    RefinementStep step;
+    step.residual_norm = norms[k];
+    step.berr = berrs[k];
+    step.single = singles[k] != 0;
+    result.steps.push_back(step);
+  }
+  result.solution = result.steps.at(static_cast<std::size_t>(state.current_step));
+  result.converged = state.stop == kernels::kRefineConverged;
+  result.stop = state.stop == kernels::kRefineConverged   ? RefinementResult::Stop::converged
+                : state.stop == kernels::kRefineStagnated ? RefinementResult::Stop::stagnated
+                                                          : RefinementResult::Stop::max_steps;
+  solution = state.current;
+  return true;
+}
+
+void GpuSolvePlan::capture_refinement(GpuResidual& residual, RefineGraph& g) {
+  Device& d = *device_;
+  const RefineKey& key = g.key;
+  static_assert(sizeof(kernels::RefineState) % sizeof(double) == 0, "the history follows the state in doubles");
+  const std::size_t doubles = sizeof(kernels::RefineState) / sizeof(double) + kernels::refine_history_doubles(key.max_steps);
+  if (g.state.size() < doubles) {
+    g.state = DeviceArray<double>(doubles, solve_stream_);
+    g.host = std::make_unique<PinnedArray<double>>(doubles);
+  }
+  auto* state = reinterpret_cast<kernels::RefineState*>(g.state.get());
+  const int* solve_status = &d.status.get()[0].code;
+  const Sweeps sweep = sweeps(Transpose::no);
+  const kernels::SupernodalWorkspace ws = workspace(0);
+  const int width = width_for(key.nrhs, max_width_);
+  const long long ld = symbolic_->n;
+  const cudaStream_t cs = d.capture_stream;
+  double* const x[2] = {key.x0, key.x1};
+  const auto pass = [&](const double* b, double* out, bool single) {
+    const kernels::SupernodalPass p{b, ld, out, ld, key.nrhs, sweep.scale_in, sweep.scale_out, nullptr};
+    const kernels::PanelPrecision precision = single ? kernels::PanelPrecision::fp32 : kernels::PanelPrecision::fp64;
+    const int grid = std::max(1, grid_[single][width_slot(width)]);
+    kernels::launch_supernodal_forward(width, sweep.forward, ws, p, precision, grid, cs);
+    kernels::launch_supernodal_backward(width, sweep.backward, ws, p, precision, grid, cs);
+  };
+  // The handles: the loop, the second half of its body, and per half (by the block it reads) the precision
+  // of its correction and the copy after an FP32 correction that made things worse.
+  cudaGraphConditionalHandle loop = 0, next = 0, precision[2] = {0, 0}, redo[2] = {0, 0};
+  // An evaluation (of x plus the correction into x_new where there is one) and the rules' turn.
+  const auto evaluate = [&](const double* from, const double* correction, double* x_new, kernels::RefineTurn turn,
+                            int written, const kernels::RefineHandles& handles) {
+    residual.enqueue(key.b, from, correction, x_new, key.r, key.nrhs, state->result, cs);
+    kernels::launch_refine_step(state, turn, written, key.max_steps, key.tolerance, key.single, solve_status, handles,
+                                cs);
+  };
+  // Captures `enqueue` into `into` after the nodes `after` and returns the nodes the capture ended on.
+  const auto capture = [&](cudaGraph_t into, const std::vector<cudaGraphNode_t>& after, const auto& enqueue) {
+    SPADE_CUDA_CHECK(cudaStreamBeginCaptureToGraph(cs, into, after.data(), nullptr, after.size(),
+                                                   cudaStreamCaptureModeThreadLocal));
+    std::vector<cudaGraphNode_t> leaves;
+    cudaGraph_t captured = nullptr;
+    try {
+      enqueue();
+      cudaStreamCaptureStatus status;
+      const cudaGraphNode_t* last = nullptr;
+      std::size_t count = 0;
+      SPADE_CUDA_CHECK(cudaStreamGetCaptureInfo(cs, &status, nullptr, nullptr, &last, nullptr, &count));
+      leaves.assign(last, last + count);
+    } catch (...) {
+      cudaStreamEndCapture(cs, &captured);
+      throw;
+    }
+    SPADE_CUDA_CHECK(cudaStreamEndCapture(cs, &captured));
+    return leaves;
+  };
+  // A conditional node of `type` with `size` bodies on `handle` in `into` after `after`; returns its bodies.
+  const auto conditional = [](cudaGraph_t into, const std::vector<cudaGraphNode_t>& after,
+                              cudaGraphConditionalHandle handle, cudaGraphConditionalNodeType type, unsigned size,
+                              cudaGraphNode_t& node) {
+    cudaGraphNodeParams params{};
+    params.type = cudaGraphNodeTypeConditional;
+    params.conditional.handle = handle;
+    params.conditional.type = type;
+    params.conditional.size = size;
+    SPADE_CUDA_CHECK(cudaGraphAddNode(&node, into, after.data(), nullptr, after.size(), &params));
+    return params.conditional.phGraph_out;
+  };
+  // One step of the loop's body: the correction from block `from`, its evaluation, and with FP32
+  // corrections the precision's IF/ELSE before and the copy's IF after. Returns the nodes it ends on.
+  const auto half = [&](cudaGraph_t into, int from, unsigned mask) {
+    const int to = 1 - from;
+    std::vector<cudaGraphNode_t> after;
+    if (key.single) {
+      cudaGraphNode_t node = nullptr;
+      const cudaGraph_t* bodies = conditional(into, after, precision[from], cudaGraphCondTypeIf, 2, node);
+      capture(bodies[0], {}, [&] { pass(key.r, key.d, true); });
+      capture(bodies[1], {}, [&] { pass(key.r, key.d, false); });
+      after = {node};
+    }
+    const kernels::RefineHandles handles{loop, next, precision[to], redo[from], mask};
+    after = capture(into, after, [&] {
+      if (!key.single) pass(key.r, key.d, false);
+      evaluate(x[from], key.d, x[to], kernels::RefineTurn::correction, to, handles);
+    });
+    if (key.single) {
+      cudaGraphNode_t node = nullptr;
+      const cudaGraph_t* bodies = conditional(into, after, redo[from], cudaGraphCondTypeIf, 1, node);
+      capture(bodies[0], {}, [&] {
+        SPADE_CUDA_CHECK(cudaMemcpyAsync(x[to], x[from], static_cast<std::size_t>(ld) * key.nrhs * sizeof(double),
+                                         cudaMemcpyDeviceToDevice, cs));
+        evaluate(x[to], nullptr, nullptr, kernels::RefineTurn::redo, to, {});
+      });
+      after = {node};
+    }
+    return after;
+  };
+  using H = kernels::RefineHandles;
+  const unsigned with_single = key.single ? H::kPrecision | H::kRedo : 0u;
+  cudaGraph_t graph = nullptr;
+  SPADE_CUDA_CHECK(cudaGraphCreate(&graph, 0));
+  const std::unique_ptr<CUgraph_st, cudaError_t (*)(cudaGraph_t)> owned(graph, cudaGraphDestroy);
+  // Every handle reads 0 at each launch until a turn sets it: a body no turn allowed never runs.
+  for (cudaGraphConditionalHandle* h : {&loop, &next, &precision[0], &precision[1], &redo[0], &redo[1]})
+    if (key.single || h == &loop || h == &next)
+      SPADE_CUDA_CHECK(cudaGraphConditionalHandleCreate(h, graph, 0, cudaGraphCondAssignDefault));
+  const std::vector<cudaGraphNode_t> first = capture(graph, {}, [&] {
+    SPADE_CUDA_CHECK(cudaMemsetAsync(state->result, 0, sizeof state->result, cs));
+    pass(key.b, x[0], false);
+    evaluate(x[0], nullptr, nullptr, kernels::RefineTurn::first, 0,
+             H{loop, next, precision[0], 0, H::kLoop | (key.single ? H::kPrecision : 0u)});
+  });
+  cudaGraphNode_t while_node = nullptr, if_node = nullptr;
+  const cudaGraph_t body = conditional(graph, first, loop, cudaGraphCondTypeWhile, 1, while_node)[0];
+  capture(graph, {while_node}, [&] {
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(g.host->get(), g.state.get(), doubles * sizeof(double), cudaMemcpyDeviceToHost, cs));
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(d.status_host.get(), d.status.get(), sizeof(kernels::DeviceStatus),
+                                     cudaMemcpyDeviceToHost, cs));
+  });
+  const std::vector<cudaGraphNode_t> ended = half(body, 0, H::kLoop | H::kNext | with_single);
+  const cudaGraph_t second = conditional(body, ended, next, cudaGraphCondTypeIf, 1, if_node)[0];
+  half(second, 1, H::kLoop | with_single);
+  SPADE_CUDA_CHECK(cudaGraphInstantiate(&g.exec, graph, 0));
 }
 
 // ---- GpuResidual ----
@@ -888,6 +1122,8 @@ struct GpuResidual::Device {
 };
 
 GpuResidual::GpuResidual(const SparseMatrix& A, cudaStream_t stream) : stream_(stream), home_(stream) {
+  static std::atomic<std::uint64_t> made{0};
+  id_ = ++made;
   if (!A.is_square()) throw InvalidInput("GpuResidual: A must be square");
   transposed_ = !A.is_symmetric();
   const SparseMatrix At = transposed_ ? A.transpose() : SparseMatrix();
@@ -927,14 +1163,21 @@ RefinementStep GpuResidual::pass(const double* B, const double* X, const double*
   if (n_ == 0 || nrhs <= 0) return step;
   Device& d = *device_;
   d.result.zero(stream_);
-  kernels::launch_residual({static_cast<int>(n_), d.row_ptr.get(), d.col_ind.get(), d.values.get()},
-                           {B, X, D, X_new}, R, static_cast<int>(nrhs), group_, d.result.get(), stream_);
+  enqueue(B, X, D, X_new, R, nrhs, d.result.get(), stream_);
   SPADE_CUDA_CHECK(cudaMemcpyAsync(d.result_host.get(), d.result.get(), 2 * sizeof(unsigned long long),
                                    cudaMemcpyDeviceToHost, stream_));
   SPADE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   std::memcpy(&step.residual_norm, d.result_host.get(), sizeof(double));
   std::memcpy(&step.berr, d.result_host.get() + 1, sizeof(double));
   return step;
+}
+
+void GpuResidual::enqueue(const double* B, const double* X, const double* D, double* X_new, double* R, index_t nrhs,
+                          unsigned long long* result, cudaStream_t stream) const {
+  if (n_ == 0 || nrhs <= 0) return;
+  const Device& d = *device_;
+  kernels::launch_residual({static_cast<int>(n_), d.row_ptr.get(), d.col_ind.get(), d.values.get()}, {B, X, D, X_new},
+                           R, static_cast<int>(nrhs), group_, result, stream);
 }
 
 RefinementStep GpuResidual::evaluate(const double* B, const double* X, double* R, index_t nrhs) {

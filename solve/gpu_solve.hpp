@@ -41,6 +41,11 @@
 
 namespace spade {
 
+namespace kernels {
+struct SupernodalWorkspace;
+}
+class GpuResidual;
+
 /// Device memory of a GpuSolvePlan, in bytes, known before any allocation.
 struct GpuSolveMemory {
   std::size_t factor = 0;     ///< the panels (M_s) in FP64; an LU's two sets
@@ -154,6 +159,35 @@ class GpuSolvePlan {
   void solve(const double* B, index_t ldb, double* X, index_t ldx, index_t nrhs, std::uint64_t generation,
              Transpose trans = Transpose::no, bool single = false);
 
+  /// The most corrections refine() takes (its history has room for them); a refinement allowed more runs
+  /// step by step on the host (refine_loop). Each correction must halve berr, so 64 span 19 orders of it.
+  static constexpr int kDeviceRefineSteps = 64;
+
+  /// Iterative refinement of A X = B with this plan's solves and `residual`'s evaluations, entirely on the
+  /// device, the host waiting once at the end: refine_loop's stopping rules (solve/refine_loop.hpp) are
+  /// evaluated after each evaluation by kernels::launch_refine_step, which sets the conditional nodes of a
+  /// CUDA graph: the first solve into iterate[0] and its evaluation, then a WHILE node whose body is a
+  /// correction D = solve(R) with the evaluation of iterate[0] + D into iterate[1], and under an IF node
+  /// the same from iterate[1] back into iterate[0] (the iterates alternate, as in the Solver's host loop,
+  /// so that an iterate is not copied). With `single` the corrections solve with the FP32 copy of the
+  /// panels (make_single_copy() for this generation; InvalidInput otherwise) until one fails to halve berr:
+  /// each correction's solve is then an IF/ELSE node on its precision, and where an FP32 correction made
+  /// things worse an IF node copies the kept iterate into the worse one's block and evaluates it again
+  /// (refine_loop's restore and evaluate). Saves the host's round trip per step, which on a small factor
+  /// costs as much as a solve (docs/benchmarks/solve.md, "A refinement as one graph").
+  /// Captured the second time its arguments recur (as the pass graphs: up to four kept, the least recently
+  /// used replaced): at a key's first sight this does nothing and returns false, and the caller refines on
+  /// the host. Otherwise returns true with `result` (the history, as refine_loop's) and `solution`, the
+  /// block (0 or 1) of `iterate` that holds the solution.
+  /// B, iterate[0], iterate[1], R, D: n x nrhs, leading dimension n, DEVICE memory, no two overlapping;
+  /// 1 <= nrhs <= max_width(), n >= 1, 0 <= options.max_steps <= kDeviceRefineSteps (InvalidInput
+  /// otherwise, and for a `generation` that is not the device values'); options.corrections is not read.
+  /// `residual` holds this plan's A, on stream(); an LU plan solves A X = B. Throws NumericalError
+  /// (no_progress) when a spin-wait gave up, as solve(); ResourceError for CUDA.
+  bool refine(GpuResidual& residual, const double* B, double* const iterate[2], double* R, double* D, index_t nrhs,
+              std::uint64_t generation, const RefineOptions& options, bool single, RefinementResult& result,
+              int& solution);
+
   /// Makes the FP32 copy of the current values that solve(..., single) reads, on stream() (synchronous;
   /// single_copy_bytes() of device memory, allocated at the first call and kept; again after each new set
   /// of values). Returns false, and makes none, when that memory is more than half of the device's free
@@ -199,6 +233,32 @@ class GpuSolvePlan {
 
  private:
   struct Device;  // device arrays, handles, events, pass graphs
+  struct Sweeps;  // the forward and backward sweeps' views of the panels, and an LU's scalings
+  Sweeps sweeps(Transpose trans) const;
+  /// Lane `lane`'s workspace of a pass (Device::Lane).
+  kernels::SupernodalWorkspace workspace(int lane) const;
+  /// Throws NumericalError (no_progress), after reset_workspace(), where the status read back into
+  /// Device::status_host reports a spin-wait that gave up.
+  void check_solve_status();
+  /// What keys the refinement graph (refine()).
+  struct RefineKey {
+    std::uint64_t residual = 0;  // GpuResidual::id()
+    const double* b = nullptr;
+    double *x0 = nullptr, *x1 = nullptr, *r = nullptr, *d = nullptr;
+    int nrhs = 0, max_steps = 0;
+    double tolerance = 0;
+    bool single = false;
+    const float* single_values = nullptr;  // the FP32 copies the corrections read (Device::single_values,
+    const float* single_upper = nullptr;   // and an LU's single_values_u)
+    bool operator==(const RefineKey& o) const {
+      return residual == o.residual && b == o.b && x0 == o.x0 && x1 == o.x1 && r == o.r && d == o.d &&
+             nrhs == o.nrhs && max_steps == o.max_steps && tolerance == o.tolerance && single == o.single &&
+             single_values == o.single_values && single_upper == o.single_upper;
+    }
+  };
+  struct RefineGraph;  // a key and its graph (Device::refine_graphs)
+  /// Captures refine()'s graph for g's key into g.
+  void capture_refinement(GpuResidual& residual, RefineGraph& g);
   /// What can change between two one-pass solves of a plan: the arguments that key its CUDA graphs.
   struct PassKey {
     const double* b = nullptr;
@@ -280,6 +340,15 @@ class GpuResidual {
   RefinementStep evaluate_corrected(const double* B, const double* X, const double* D, double* X_new, double* R,
                                     index_t nrhs);
 
+  /// The pass of evaluate() (D and X_new null) or evaluate_corrected(), enqueued on `stream` without
+  /// reading the result back: its two maxima go to `result` (two 64-bit words of DEVICE memory holding
+  /// zeros, kernels::launch_residual). For capture into a CUDA graph (GpuSolvePlan::refine).
+  void enqueue(const double* B, const double* X, const double* D, double* X_new, double* R, index_t nrhs,
+               unsigned long long* result, cudaStream_t stream) const;
+
+  /// A number no other GpuResidual of this process has: what a graph holding this object's arrays is keyed by.
+  std::uint64_t id() const { return id_; }
+
   /// At least `count` doubles of device memory for the refinement's vectors, kept from one call to the
   /// next (a refinement allocates nothing once it has run with as many right-hand sides) and freed with
   /// this object; a larger count replaces the block (its contents are not kept). Ordered on the stream
@@ -296,6 +365,7 @@ class GpuResidual {
 
  private:
   struct Device;
+  std::uint64_t id_;
   index_t n_ = 0;
   offset_t nnz_ = 0;
   int group_ = 4;            // lanes per row of the residual kernel (kernels::residual_group)

@@ -8,6 +8,11 @@
 
 namespace spade {
 
+/// The backward error at which refinement stops: options.tolerance, or 2 eps where that is 0 or less.
+inline double refine_tolerance(const RefineOptions& options) {
+  return options.tolerance > 0 ? options.tolerance : 2 * std::numeric_limits<double>::epsilon();
+}
+
 /// Runs refinement through `ops`, which owns B, X, a correction/residual block D and a copy of the previous
 /// X, wherever they live:
 ///   ops.first_solve()      X = solve(B)
@@ -23,7 +28,7 @@ namespace spade {
 /// FP64 (the rounded factor contracts too little where kappa(A) 2^-24 approaches 1).
 template <class Ops>
 RefinementResult refine_loop(Ops& ops, const RefineOptions& options) {
-  const double tolerance = options.tolerance > 0 ? options.tolerance : 2 * std::numeric_limits<double>::epsilon();
+  const double tolerance = refine_tolerance(options);
   ops.first_solve();
   RefinementResult result;
   RefinementStep current = ops.evaluate();  // of the X that ops holds

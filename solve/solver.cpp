@@ -1183,6 +1183,12 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
     const bool fp32 = (refine.corrections == CorrectionPrecision::fp32 ||
                        (refine.corrections == CorrectionPrecision::automatic && plan.bandwidth_bound())) &&
                       plan.make_single_copy();
+    // The whole refinement on the device, as one CUDA graph (GpuSolvePlan::refine), where its corrections
+    // solve with the factor alone and one pass solves the right-hand sides: there the host's round trip
+    // per step is what a refinement spends beyond its solves on a small factor. (An LU's corrected stage
+    // and passes of more right-hand sides keep the host's loop.)
+    const bool on_device = !may_correct && n >= 1 && nrhs >= 1 && nrhs <= plan.max_width() &&
+                           refine.max_steps >= 0 && refine.max_steps <= GpuSolvePlan::kDeviceRefineSteps;
     for (index_t c = 0; c == 0 || c < nrhs; c += chunk) {  // once for nrhs = 0: the history has step 0
       const index_t k = std::min(chunk, nrhs - c);
       const double* Bc = B + static_cast<offset_t>(c) * ldb;
@@ -1190,7 +1196,15 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
       if (!b_in_place) copy_block(b_copy, ld, Bc, ldb, n, k, in, stream);
       GpuOps ops{s, plan, b_in_place ? Bc : b_copy, {x_in_place ? Xc : x_copy, other}, r, d, n, ld, k,
                  s.generation(), nullptr, nullptr, fp32};
-      RefinementResult chunk_result = refine_loop(ops, refine);
+      RefinementResult chunk_result;
+      if (on_device && plan.refine(*s.residual, ops.b, ops.iterate, r, d, k, s.generation(), refine, fp32,
+                                   chunk_result, ops.current)) {
+        merge_refinement(result, chunk_result, c == 0);
+        if (ops.x() != Xc) copy_block(Xc, ldx, ops.x(), ld, n, k, out, stream);
+        SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+        continue;
+      }
+      chunk_result = refine_loop(ops, refine);
       // Where that stopped above the tolerance with steps left: the corrected stage, as lu_solve_refined's.
       const int used = static_cast<int>(chunk_result.steps.size()) - 1;
       if (may_correct && !chunk_result.converged && used < refine.max_steps) {

@@ -927,6 +927,256 @@ struct DeviceCopy {
   std::size_t bytes;
 };
 
+/// kernels::launch_refine_step, refine_loop's stopping rules on the device (GpuSolvePlan::refine), against
+/// refine_loop itself on scripted backward errors, corrections starting in FP32 and in FP64, max_steps 0
+/// to 4, the turns run as the graph runs them (a redo turn after a correction that asks for one): the same
+/// history (berr and precision per step), stop and solution, and the kept iterate in the block the graph's
+/// alternation puts it in. The scripts: convergence at once, halving to the tolerance, a stall kept
+/// (better) and undone (worse or equal), exactly half (goes on), NaN and infinity (go on to max_steps),
+/// infinity after a finite berr (undone).
+TEST(RefineLoop, TheDeviceStepDecidesAsTheHostLoop) {
+  SPADE_REQUIRE_GPU();
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  const std::vector<std::vector<double>> scripts = {
+      {1e-20},
+      {0.0},
+      {1e-10, 1e-12, 1e-14, 1e-16},
+      {1e-10, 1e-12, 0.9e-12, 1e-16},
+      {1e-10, 1e-12, 2e-12, 1e-13, 2e-13},
+      {1e-10, 1e-10, 1e-10},
+      {1e-10, 0.5e-10, 0.25e-10, 0.125e-10, 1e-11},
+      {nan, nan, nan, nan, nan},
+      {1e-10, nan, 1e-16},
+      {inf, inf, inf, inf, inf},  // inf > inf / 2 is false: goes on, as NaN
+      {1e-3, inf, inf, 1e-20},
+      {1e-10, 1e-9, 1e-10, 2e-10},
+  };
+  constexpr int kMost = 4;
+  const std::size_t doubles = sizeof(kernels::RefineState) / sizeof(double) + kernels::refine_history_doubles(kMost);
+  DeviceCopy buffer(std::vector<double>(doubles, 0.0));
+  auto* state = reinterpret_cast<kernels::RefineState*>(buffer.data);
+  const auto bits = [](double x) {
+    unsigned long long b;
+    std::memcpy(&b, &x, sizeof b);
+    return b;
+  };
+  const auto turn = [&](double berr, kernels::RefineTurn t, int written, int max_steps, bool single,
+                        const int* status) {
+    const unsigned long long result[2] = {bits(berr), bits(berr)};
+    EXPECT_EQ(cudaMemcpy(state->result, result, sizeof result, cudaMemcpyHostToDevice), cudaSuccess);
+    kernels::launch_refine_step(state, t, written, max_steps, 1e-15, single, status, {}, nullptr);
+    kernels::RefineState st{};
+    EXPECT_EQ(cudaMemcpy(&st, state, sizeof st, cudaMemcpyDeviceToHost), cudaSuccess);
+    return st;
+  };
+  RefineOptions options;
+  options.tolerance = 1e-15;
+  for (const bool single : {false, true})
+    for (std::vector<double> script : scripts)
+      for (int max_steps = 0; max_steps <= kMost; ++max_steps) {
+        script.resize(2 * kMost + 2, script.back());  // room for the evaluations after restores
+        std::string what = std::string(single ? "fp32" : "fp64") + ", max_steps " + std::to_string(max_steps) + ", script";
+        for (const double b : script) what += " " + std::to_string(b);
+        options.max_steps = max_steps;
+        ScriptedOps ops(script);
+        ops.fp32 = single;
+        const RefinementResult host = refine_loop(ops, options);
+        // The graph's turns: the first into block 0, then corrections alternating blocks; a redo turn
+        // evaluates the kept iterate again (the script's next berr, as refine_loop's evaluate after restore).
+        std::size_t next = 0;
+        int written = 0;
+        kernels::RefineState st = turn(script.at(next++), kernels::RefineTurn::first, 0, max_steps, single, nullptr);
+        while (st.stop == kernels::kRefineGoing) {
+          ASSERT_LT(next, script.size()) << what << ": the device went on past the script";
+          written = 1 - written;
+          st = turn(script[next++], kernels::RefineTurn::correction, written, max_steps, single, nullptr);
+          if (st.redo) {
+            ASSERT_EQ(st.stop, kernels::kRefineGoing) << what;
+            ASSERT_LT(next, script.size()) << what;
+            st = turn(script[next++], kernels::RefineTurn::redo, written, max_steps, single, nullptr);
+            EXPECT_EQ(st.current, written) << what;
+          }
+        }
+        // refine_loop evaluates an iterate it restored before it sees max_steps; the device skips that.
+        const auto ends_with = [&](const std::string& tail) {
+          return ops.log.size() >= tail.size() && ops.log.compare(ops.log.size() - tail.size(), tail.size(), tail) == 0;
+        };
+        const bool restored_last = ends_with("restore evaluate ");
+        EXPECT_EQ(next + (restored_last ? 1 : 0), ops.next) << what << ": evaluations (" << ops.log << ")";
+        const std::vector<double> h = buffer.to_host(doubles);
+        const double* berrs = h.data() + sizeof(kernels::RefineState) / sizeof(double) + max_steps + 1;
+        const double* singles = berrs + max_steps + 1;
+        ASSERT_EQ(static_cast<std::size_t>(st.steps), host.steps.size()) << what;
+        for (int k = 0; k < st.steps; ++k) {
+          EXPECT_EQ(bits(berrs[k]), bits(host.steps[k].berr)) << what << ", step " << k;
+          EXPECT_EQ(singles[k] != 0, host.steps[k].single) << what << ", step " << k;
+        }
+        const int expected_stop = host.stop == RefinementResult::Stop::converged   ? kernels::kRefineConverged
+                                  : host.stop == RefinementResult::Stop::stagnated ? kernels::kRefineStagnated
+                                                                                   : kernels::kRefineMaxSteps;
+        EXPECT_EQ(st.stop, expected_stop) << what;
+        EXPECT_EQ(bits(berrs[st.current_step]), bits(host.solution.berr)) << what;
+        EXPECT_EQ(singles[st.current_step] != 0, host.solution.single) << what;
+        // The last iterate written is kept unless the last step was undone (refine_loop's restore).
+        const bool undone = ends_with("restore ") || restored_last;
+        EXPECT_EQ(st.current, undone ? 1 - written : written) << what << " (" << ops.log << ")";
+      }
+  // A solve whose status reports a spin-wait that gave up stops the refinement at once.
+  DeviceCopy status(std::vector<double>(1, 0.0));
+  const int failed = 1;
+  ASSERT_EQ(cudaMemcpy(status.data, &failed, sizeof failed, cudaMemcpyHostToDevice), cudaSuccess);
+  const kernels::RefineState st =
+      turn(1e-3, kernels::RefineTurn::first, 0, 2, false, reinterpret_cast<const int*>(status.data));
+  EXPECT_EQ(st.stop, kernels::kRefineSolveFailed);
+}
+
+/// refine_loop's operations replaying a refinement's history: the scripted berr of each step, and for the
+/// evaluation after a restore (which refine_loop does not read) nothing.
+struct ReplayOps : ScriptedOps {
+  using ScriptedOps::ScriptedOps;
+  bool restored = false;
+  void restore() {
+    ScriptedOps::restore();
+    restored = true;
+  }
+  RefinementStep evaluate() {
+    if (!restored) return ScriptedOps::evaluate();
+    restored = false;
+    log += "evaluate ";
+    return {};
+  }
+};
+
+/// GpuSolvePlan::refine of B (n x nrhs, host) into device blocks, checked: nothing at the key's first sight,
+/// then twice the refinement, whose history replayed through refine_loop gives the same steps, stop and
+/// solution; the block it names holds an X whose backward error (host formula) is the solution's (within
+/// the rounding of two summation orders); the first step's berr is a plain solve's. Returns the last result.
+RefinementResult check_graph_refinement(GpuSolvePlan& plan, GpuResidual& residual, const SparseMatrix& A,
+                                        std::uint64_t generation, const std::vector<double>& B, index_t nrhs,
+                                        const RefineOptions& options, bool single, const std::string& what) {
+  const index_t n = A.rows();
+  const double slack = 2.0 * static_cast<double>(longest_row(A) + 2) * kEps;
+  const std::vector<double> nan(B.size(), std::nan(""));
+  DeviceCopy dB(B), x0(nan), x1(nan), dR(nan), dD(nan);
+  double* const iterate[2] = {x0.data, x1.data};
+  plan.solve(dB.data, n, x0.data, n, nrhs, generation);
+  const RefinementStep plain = residual.evaluate(dB.data, x0.data, dR.data, nrhs);
+  RefinementResult result;
+  int solution = -1;
+  EXPECT_FALSE(plan.refine(residual, dB.data, iterate, dR.data, dD.data, nrhs, generation, options, single, result,
+                           solution))
+      << what << ": a key's first sight";
+  for (int call = 0; call < 2; ++call) {
+    EXPECT_TRUE(plan.refine(residual, dB.data, iterate, dR.data, dD.data, nrhs, generation, options, single, result,
+                            solution))
+        << what;
+    if (result.steps.empty() || result.steps.size() > static_cast<std::size_t>(options.max_steps) + 1) {
+      ADD_FAILURE() << what << ": " << result.steps.size() << " steps";
+      return result;
+    }
+    std::vector<double> berrs;
+    for (const RefinementStep& step : result.steps) berrs.push_back(step.berr);
+    ReplayOps ops(berrs);
+    ops.fp32 = single;
+    const RefinementResult replay = refine_loop(ops, options);
+    EXPECT_EQ(replay.steps.size(), result.steps.size()) << what;
+    for (std::size_t k = 0; k < std::min(replay.steps.size(), result.steps.size()); ++k)
+      EXPECT_EQ(replay.steps[k].single, result.steps[k].single) << what << ", step " << k;
+    EXPECT_EQ(replay.stop, result.stop) << what;
+    EXPECT_EQ(replay.converged, result.converged) << what;
+    EXPECT_EQ(replay.solution.berr, result.solution.berr) << what;
+    const auto ends_with = [&](const std::string& tail) {
+      return ops.log.size() >= tail.size() && ops.log.compare(ops.log.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    const bool undone = ends_with("restore ") || ends_with("restore evaluate ");
+    const int last = static_cast<int>(result.steps.size() - 1) % 2;  // the block of the last iterate written
+    EXPECT_EQ(solution, undone ? 1 - last : last) << what << " (" << ops.log << ")";
+    EXPECT_LE(std::abs(result.steps[0].berr - plain.berr), slack * (1 + plain.berr)) << what;
+    const std::vector<double> X = (solution == 0 ? x0 : x1).to_host(B.size());
+    double berr = 0;
+    for (index_t j = 0; j < nrhs; ++j) berr = std::max(berr, backward_error(A, B.data() + j * n, X.data() + j * n).berr);
+    EXPECT_LE(std::abs(berr - result.solution.berr), slack * (1 + berr)) << what;
+  }
+  return result;
+}
+
+/// GpuSolvePlan::refine, the refinement as one CUDA graph (check_graph_refinement), corrections in FP64 and
+/// in FP32: nrhs 1, 3 and 8 (a whole pass), max_steps 0 to 3, tolerance 2 eps and 1e-300 (every step taken
+/// unless one stalls), berr <= 1e-14 after a correction; b = 0 converges at step 0 with x = 0. Hilbert 10
+/// (kappa about 1.6e13), whose FP32 corrections cannot contract: FP64 takes over in the graph, the kept
+/// iterate copied where an FP32 one made things worse. Misuse is InvalidInput.
+TEST(GpuPlan, RefinementAsOneGraph) {
+  SPADE_REQUIRE_GPU();
+  const SparseMatrix A = laplacian_3d(14, 13, 12, Stencil::twenty_seven_point);
+  const NumericFactor F(analyze(A), A);
+  const auto plan = plan_for(F);
+  ASSERT_TRUE(plan->make_single_copy());
+  GpuResidual residual(A, plan->stream());
+  const index_t n = A.rows();
+  for (const index_t nrhs : {1, 3, 8})
+    for (const bool zero : {false, true}) {
+      unsigned seed = 0;
+      std::vector<double> B = random_block(n, nrhs, seed);
+      if (zero) std::fill(B.begin(), B.end(), 0.0);
+      for (int max_steps = 0; max_steps <= 3; ++max_steps)
+        for (const double tolerance : {0.0, 1e-300})
+          for (const bool single : {false, true}) {
+            const std::string what = "nrhs " + std::to_string(nrhs) + (zero ? ", b = 0" : "") + ", max_steps " +
+                                     std::to_string(max_steps) + ", tolerance " + std::to_string(tolerance) +
+                                     (single ? ", fp32" : ", fp64") + ", seed " + std::to_string(seed);
+            RefineOptions options;
+            options.max_steps = max_steps;
+            options.tolerance = tolerance;
+            const RefinementResult r =
+                check_graph_refinement(*plan, residual, A, F.generation(), B, nrhs, options, single, what);
+            if (r.steps.size() > 1) {
+              EXPECT_LE(r.solution.berr, 1e-14) << what;
+            }
+            if (zero) {
+              EXPECT_TRUE(r.converged) << what;
+              EXPECT_EQ(r.steps.size(), 1u) << what;
+            }
+          }
+    }
+  {
+    const index_t m = 10;
+    std::vector<std::int64_t> rows, cols;
+    std::vector<double> v;
+    for (index_t j = 0; j < m; ++j)
+      for (index_t i = 0; i < m; ++i) rows.push_back(i), cols.push_back(j), v.push_back(1.0 / (i + j + 1));
+    const SparseMatrix H = SparseMatrix::from_triplets(m, m, rows, cols, v);
+    const NumericFactor G(analyze(H), H);
+    const auto hilbert = plan_for(G);
+    ASSERT_TRUE(hilbert->make_single_copy());
+    GpuResidual hilbert_residual(H, hilbert->stream());
+    RefineOptions options;
+    options.max_steps = 6;
+    unsigned seed = 0;
+    const std::vector<double> B = random_block(m, 1, seed);
+    const RefinementResult r = check_graph_refinement(*hilbert, hilbert_residual, H, G.generation(), B, 1, options, true,
+                                                      "Hilbert 10, seed " + std::to_string(seed));
+    bool handed_over = false;
+    for (std::size_t k = 2; k < r.steps.size(); ++k) handed_over |= r.steps[k - 1].single && !r.steps[k].single;
+    EXPECT_TRUE(handed_over || r.converged) << "seed " << seed;
+  }
+  const std::vector<double> ones(9 * n, 1.0);
+  DeviceCopy b(ones), x(ones), y(ones), r(ones), d(ones);
+  double* const iterate[2] = {x.data, y.data};
+  RefinementResult result;
+  int solution = 0;
+  RefineOptions options;
+  EXPECT_THROW(plan->refine(residual, b.data, iterate, r.data, d.data, 9, F.generation(), options, false, result,
+                            solution),
+               InvalidInput);
+  EXPECT_THROW(plan->refine(residual, b.data, iterate, r.data, d.data, 1, F.generation() + 1, options, false, result,
+                            solution),
+               InvalidInput);
+  options.max_steps = GpuSolvePlan::kDeviceRefineSteps + 1;
+  EXPECT_THROW(plan->refine(residual, b.data, iterate, r.data, d.data, 1, F.generation(), options, false, result,
+                            solution),
+               InvalidInput);
+}
+
 /// The one-pass residual kernel against the host's formula, through GpuResidual::evaluate (the group its
 /// rule picks; A transposed on the host where it is not symmetric) and through kernels::launch_residual at
 /// every group size, each plain (of X = X0 + D, added on the host) and with the correction (of X0 and D,
@@ -1141,14 +1391,17 @@ TEST(GpuSolve, SpinWaitTimeoutIsAnErrorAndTheNextSolveIsRight) {
   } catch (const NumericalError& e) {
     EXPECT_EQ(e.kind(), NumericalError::Kind::no_progress) << e.what();
   }
-  // Refinement queues its solves behind the residual (GpuSolvePlan::enqueue_solve): a solve that gave up
-  // is still an error there, and the plan is still right afterwards.
+  // Refinement queues its solves behind the residual: a solve that gave up is still an error there (the
+  // second time, when its arguments recur, within one CUDA graph: GpuSolvePlan::refine), and the plan is
+  // still right afterwards.
   std::vector<double> B(4000, 1.0), Y(4000);
-  try {
-    solver.solve_refined(B.data(), 4000, Y.data(), 4000, 1);
-    FAIL() << "a refined solve whose sweeps gave up returned";
-  } catch (const NumericalError& e) {
-    EXPECT_EQ(e.kind(), NumericalError::Kind::no_progress) << e.what();
+  for (int call = 0; call < 2; ++call) {
+    try {
+      solver.solve_refined(B.data(), 4000, Y.data(), 4000, 1);
+      FAIL() << "a refined solve whose sweeps gave up returned (call " << call << ")";
+    } catch (const NumericalError& e) {
+      EXPECT_EQ(e.kind(), NumericalError::Kind::no_progress) << e.what();
+    }
   }
   solver.set_gpu_spin_limit(0);
   std::vector<double> b(4000), x(4000);
