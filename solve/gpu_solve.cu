@@ -781,6 +781,7 @@ cudaGraphExec_t GpuSolvePlan::pass_graph(const PassKey& key, const Enqueue& enqu
   }
   it->used = d.solves;
   if (it->exec != nullptr) return it->exec;
+  if (!capture_allowed_) return nullptr;
   cudaGraph_t graph = nullptr;
   SPADE_CUDA_CHECK(cudaStreamBeginCapture(d.capture_stream, cudaStreamCaptureModeThreadLocal));
   try {
@@ -955,7 +956,10 @@ bool GpuSolvePlan::refine(GpuResidual& residual, const double* B, double* const 
   }
   it->used = d.solves;
   RefineGraph& g = *it;
-  if (g.exec == nullptr) capture_refinement(residual, g);
+  if (g.exec == nullptr) {
+    if (!capture_allowed_) return false;
+    capture_refinement(residual, g);
+  }
   const int width = width_for(nrhs, max_width_);
   Device::Lane& lane = d.lanes[0];
   if (width != lane.last_width) {

@@ -176,8 +176,8 @@ class GpuSolvePlan {
   /// (refine_loop's restore and evaluate). Saves the host's round trip per step, which on a small factor
   /// costs as much as a solve (docs/benchmarks/solve.md, "A refinement as one graph").
   /// Captured the second time its arguments recur (as the pass graphs: up to four kept, the least recently
-  /// used replaced): at a key's first sight this does nothing and returns false, and the caller refines on
-  /// the host. Otherwise returns true with `result` (the history, as refine_loop's) and `solution`, the
+  /// used replaced): at a key's first sight, and while captures are off (set_capture), this does nothing
+  /// and returns false, and the caller refines on the host. Otherwise returns true with `result` (the history, as refine_loop's) and `solution`, the
   /// block (0 or 1) of `iterate` that holds the solution.
   /// B, iterate[0], iterate[1], R, D: n x nrhs, leading dimension n, DEVICE memory, no two overlapping;
   /// 1 <= nrhs <= max_width(), n >= 1, 0 <= options.max_steps <= kDeviceRefineSteps (InvalidInput
@@ -221,6 +221,13 @@ class GpuSolvePlan {
   const GpuSolveMemory& memory() const { return memory_; }
   int max_width() const { return max_width_; }
   cudaStream_t stream() const { return solve_stream_; }
+
+  /// Whether solve() and refine() may capture new CUDA graphs (on by default; graphs already captured are
+  /// still launched). A capture fails, and fails the other thread's work, when another thread synchronizes
+  /// the device meanwhile, as destroying a cuBLAS or cuSOLVER handle does: the Solver turns it off while
+  /// the partitioned inverse's thread works beside its solves. Off, a recurring one-pass solve is launched
+  /// directly and refine() returns false.
+  void set_capture(bool allowed) { capture_allowed_ = allowed; }
 
   /// Polls before a spin-wait gives up (0: the default of kernels/sync.cuh). For tests. Synchronous.
   void set_spin_limit(long long polls);
@@ -307,6 +314,7 @@ class GpuSolvePlan {
   std::uint64_t single_generation_ = 0;  // the generation of the FP32 copy, 0 when there is none
   std::uint64_t single_refused_ = 0;     // the generation make_single_copy() last tried to copy
   bool bandwidth_bound_ = false;
+  bool capture_allowed_ = true;
   int grid_[2][4] = {};  // blocks of a pass, by [panels in FP32][width_slot]
   double forward_seconds_ = 0, backward_seconds_ = 0;
   int passes_ = 0;

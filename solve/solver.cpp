@@ -758,13 +758,16 @@ struct Solver::Impl {
 
   /// The plan this solve runs on: the partitioned inverse's once it holds the current values (its thread,
   /// finished, is joined here; a running one is not waited for), else the per-supernode plan. The residual
-  /// moves to that plan's stream.
+  /// moves to that plan's stream, and the plan captures graphs only where that thread is not running.
   GpuSolvePlan& solving_plan(bool& used_partitioned) {
     if (partitioned_worker.joinable() && partitioned_finished.load(std::memory_order_acquire)) join_partitioned();
     used_partitioned = !partitioned_worker.joinable() && partitioned && partitioned_problem.empty() &&
                        partitioned->generation() == generation();
     GpuSolvePlan& p = used_partitioned ? *partitioned : *plan;
     residual->set_stream(p.stream());
+    // No graph captures while the partitioned inverse's thread uploads and times beside this one: its
+    // handles' destruction synchronizes the device, which fails a capture (GpuSolvePlan::set_capture).
+    p.set_capture(!partitioned_worker.joinable());
     return p;
   }
 };
