@@ -51,6 +51,16 @@ SparseMatrix dense_spd(index_t n) {
   return SparseMatrix::from_triplets(n, n, r, c, v);
 }
 
+/// The n x n Hilbert matrix, 1 / (i + j + 1) (0-based): SPD and famously ill-conditioned (kappa about
+/// 1.6e13 at n = 10).
+SparseMatrix hilbert(index_t n) {
+  std::vector<std::int64_t> rows, cols;
+  std::vector<double> v;
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = 0; i < n; ++i) rows.push_back(i), cols.push_back(j), v.push_back(1.0 / (i + j + 1));
+  return SparseMatrix::from_triplets(n, n, rows, cols, v);
+}
+
 /// Fresh random right-hand sides (the seed goes into failure messages through `seed`).
 std::vector<double> random_block(index_t n, index_t nrhs, unsigned& seed) {
   seed = std::random_device{}();
@@ -1140,11 +1150,7 @@ TEST(GpuPlan, RefinementAsOneGraph) {
     }
   {
     const index_t m = 10;
-    std::vector<std::int64_t> rows, cols;
-    std::vector<double> v;
-    for (index_t j = 0; j < m; ++j)
-      for (index_t i = 0; i < m; ++i) rows.push_back(i), cols.push_back(j), v.push_back(1.0 / (i + j + 1));
-    const SparseMatrix H = SparseMatrix::from_triplets(m, m, rows, cols, v);
+    const SparseMatrix H = hilbert(m);
     const NumericFactor G(analyze(H), H);
     const auto hilbert = plan_for(G);
     ASSERT_TRUE(hilbert->make_single_copy());
@@ -1922,11 +1928,7 @@ TEST(GpuSolve, MixedPrecisionRefinement) {
   // Hilbert 10 (kappa about 1.6e13, far beyond 2^24): an FP32 correction cannot contract; FP64 takes over.
   {
     const index_t n = 10;
-    std::vector<std::int64_t> rows, cols;
-    std::vector<double> v;
-    for (index_t j = 0; j < n; ++j)
-      for (index_t i = 0; i < n; ++i) rows.push_back(i), cols.push_back(j), v.push_back(1.0 / (i + j + 1));
-    const SparseMatrix H = SparseMatrix::from_triplets(n, n, rows, cols, v);
+    const SparseMatrix H = hilbert(n);
     Solver solver(on(Placement::gpu));
     solver.analyze(H);
     solver.factorize(H);
