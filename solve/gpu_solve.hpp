@@ -6,7 +6,8 @@
 //                    is copied up and selectively inverted on the GPU at once (narrow diagonal blocks by the
 //                    warp kernel, wide ones by cuSOLVER trtri and cuBLAS trsm). Solves A X = B for device
 //                    X and B in passes of up to 8 right-hand sides (kernels/supernodal_solve.cu), and on
-//                    request with an FP32 copy of the panels (refinement's corrections).
+//                    request with an FP32 copy of the panels (refinement's corrections); refines a pass's
+//                    right-hand sides as one CUDA graph with a GpuResidual (refine()).
 //                    The plan of an LU factor (lu.hpp) holds two such panel sets, [L11; L21] and
 //                    [U11^T; U12^T], on the same schedule: the forward sweep of A x = b runs on L's and the
 //                    backward sweep on U's, A^T x = b the other way round (see upload_lu and finish_lu).
