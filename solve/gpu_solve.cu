@@ -93,6 +93,28 @@ std::vector<To> converted(const std::vector<From>& from) {
   return std::vector<To>(from.begin(), from.end());
 }
 
+/// The entry of `graphs` (CUDA graphs kept by the key of what they run, at most `most`) for `key`, marked
+/// used at `now`; null at a key's first sight, which is remembered in a new entry or in place of the least
+/// recently used one (its graph destroyed): a caller with ever new arguments pays no capture.
+template <typename Graph, typename Key>
+Graph* recurring_graph(std::vector<Graph>& graphs, const Key& key, std::uint64_t now, std::size_t most) {
+  auto it = std::find_if(graphs.begin(), graphs.end(), [&](const Graph& g) { return g.key == key; });
+  if (it != graphs.end()) {
+    it->used = now;
+    return &*it;
+  }
+  if (graphs.size() < most) {
+    it = graphs.emplace(graphs.end());
+  } else {
+    it = std::min_element(graphs.begin(), graphs.end(), [](const Graph& a, const Graph& b) { return a.used < b.used; });
+    if (it->exec != nullptr) cudaGraphExecDestroy(it->exec);
+    *it = Graph{};
+  }
+  it->key = key;
+  it->used = now;
+  return nullptr;
+}
+
 int width_for(index_t remaining, int max_width) {
   int width = 1;
   while (width < remaining && width < max_width) width *= 2;
@@ -764,23 +786,9 @@ kernels::SupernodalWorkspace GpuSolvePlan::workspace(int lane) const {
 template <typename Enqueue>
 cudaGraphExec_t GpuSolvePlan::pass_graph(const PassKey& key, const Enqueue& enqueue) {
   Device& d = *device_;
-  ++d.solves;
-  auto it = std::find_if(d.graphs.begin(), d.graphs.end(), [&](const Device::PassGraph& g) { return g.key == key; });
-  if (it == d.graphs.end()) {  // first sight: remembered, launched directly
-    if (d.graphs.size() < Device::kPassGraphs) {
-      it = d.graphs.emplace(d.graphs.end());
-    } else {
-      it = std::min_element(d.graphs.begin(), d.graphs.end(),
-                            [](const Device::PassGraph& a, const Device::PassGraph& b) { return a.used < b.used; });
-      if (it->exec != nullptr) cudaGraphExecDestroy(it->exec);
-      *it = Device::PassGraph{};
-    }
-    it->key = key;
-    it->used = d.solves;
-    return nullptr;
-  }
-  it->used = d.solves;
-  if (it->exec != nullptr) return it->exec;
+  Device::PassGraph* const g = recurring_graph(d.graphs, key, ++d.solves, Device::kPassGraphs);
+  if (g == nullptr) return nullptr;  // first sight: launched directly
+  if (g->exec != nullptr) return g->exec;
   if (!capture_allowed_) return nullptr;
   cudaGraph_t graph = nullptr;
   SPADE_CUDA_CHECK(cudaStreamBeginCapture(d.capture_stream, cudaStreamCaptureModeThreadLocal));
@@ -792,11 +800,11 @@ cudaGraphExec_t GpuSolvePlan::pass_graph(const PassKey& key, const Enqueue& enqu
     throw;
   }
   SPADE_CUDA_CHECK(cudaStreamEndCapture(d.capture_stream, &graph));
-  const cudaError_t made = cudaGraphInstantiate(&it->exec, graph, 0);
+  const cudaError_t made = cudaGraphInstantiate(&g->exec, graph, 0);
   cudaGraphDestroy(graph);
-  if (made != cudaSuccess) it->exec = nullptr;
+  if (made != cudaSuccess) g->exec = nullptr;
   SPADE_CUDA_CHECK(made);
-  return it->exec;
+  return g->exec;
 }
 
 double GpuSolvePlan::time_solve(int reps) {
@@ -938,24 +946,9 @@ bool GpuSolvePlan::refine(GpuResidual& residual, const double* B, double* const 
                       single,
                       single ? d.single_values.get() : nullptr,
                       single ? d.single_values_u.get() : nullptr};
-  ++d.solves;
-  auto it = std::find_if(d.refine_graphs.begin(), d.refine_graphs.end(),
-                         [&](const RefineGraph& g) { return g.key == key; });
-  if (it == d.refine_graphs.end()) {  // first sight: remembered; the caller refines on the host
-    if (d.refine_graphs.size() < Device::kPassGraphs) {
-      it = d.refine_graphs.emplace(d.refine_graphs.end());
-    } else {
-      it = std::min_element(d.refine_graphs.begin(), d.refine_graphs.end(),
-                            [](const RefineGraph& a, const RefineGraph& b) { return a.used < b.used; });
-      if (it->exec != nullptr) cudaGraphExecDestroy(it->exec);
-      it->exec = nullptr;
-    }
-    it->key = key;
-    it->used = d.solves;
-    return false;
-  }
-  it->used = d.solves;
-  RefineGraph& g = *it;
+  RefineGraph* const found = recurring_graph(d.refine_graphs, key, ++d.solves, Device::kPassGraphs);
+  if (found == nullptr) return false;  // first sight: the caller refines on the host
+  RefineGraph& g = *found;
   if (g.exec == nullptr) {
     if (!capture_allowed_) return false;
     capture_refinement(residual, g);
@@ -1112,7 +1105,9 @@ void GpuSolvePlan::capture_refinement(GpuResidual& residual, RefineGraph& g) {
   const std::vector<cudaGraphNode_t> ended = half(body, 0, H::kLoop | H::kNext | with_single);
   const cudaGraph_t second = conditional(body, ended, next, cudaGraphCondTypeIf, 1, if_node)[0];
   half(second, 1, H::kLoop | with_single);
-  SPADE_CUDA_CHECK(cudaGraphInstantiate(&g.exec, graph, 0));
+  const cudaError_t made = cudaGraphInstantiate(&g.exec, graph, 0);
+  if (made != cudaSuccess) g.exec = nullptr;
+  SPADE_CUDA_CHECK(made);
 }
 
 // ---- GpuResidual ----

@@ -178,8 +178,8 @@ class GpuSolvePlan {
   /// costs as much as a solve (docs/benchmarks/solve.md, "A refinement as one graph").
   /// Captured the second time its arguments recur (as the pass graphs: up to four kept, the least recently
   /// used replaced): at a key's first sight, and while captures are off (set_capture), this does nothing
-  /// and returns false, and the caller refines on the host. Otherwise returns true with `result` (the history, as refine_loop's) and `solution`, the
-  /// block (0 or 1) of `iterate` that holds the solution.
+  /// and returns false, and the caller refines on the host. Otherwise returns true with `result` (the
+  /// history, as refine_loop's) and `solution`, the block (0 or 1) of `iterate` that holds the solution.
   /// B, iterate[0], iterate[1], R, D: n x nrhs, leading dimension n, DEVICE memory, no two overlapping;
   /// 1 <= nrhs <= max_width(), n >= 1, 0 <= options.max_steps <= kDeviceRefineSteps (InvalidInput
   /// otherwise, and for a `generation` that is not the device values'); options.corrections is not read.

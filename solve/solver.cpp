@@ -1200,14 +1200,9 @@ RefinementResult Solver::solve_refined(const double* B, index_t ldb, double* X, 
       GpuOps ops{s, plan, b_in_place ? Bc : b_copy, {x_in_place ? Xc : x_copy, other}, r, d, n, ld, k,
                  s.generation(), nullptr, nullptr, fp32};
       RefinementResult chunk_result;
-      if (on_device && plan.refine(*s.residual, ops.b, ops.iterate, r, d, k, s.generation(), refine, fp32,
-                                   chunk_result, ops.current)) {
-        merge_refinement(result, chunk_result, c == 0);
-        if (ops.x() != Xc) copy_block(Xc, ldx, ops.x(), ld, n, k, out, stream);
-        SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
-        continue;
-      }
-      chunk_result = refine_loop(ops, refine);
+      const bool graphed = on_device && plan.refine(*s.residual, ops.b, ops.iterate, r, d, k, s.generation(),
+                                                    refine, fp32, chunk_result, ops.current);
+      if (!graphed) chunk_result = refine_loop(ops, refine);
       // Where that stopped above the tolerance with steps left: the corrected stage, as lu_solve_refined's.
       const int used = static_cast<int>(chunk_result.steps.size()) - 1;
       if (may_correct && !chunk_result.converged && used < refine.max_steps) {
