@@ -42,6 +42,17 @@
 // so a row ends with a multiplication instead of a division on the critical path. There is no spin-wait:
 // the kernel cannot hang.
 //
+// Chains. A run of single-row levels (a Cholesky factor's supernodes, the dense tail of a structural
+// triangle) would cost a level a row, each a chain of dependent instructions of about 1,500 cycles on the
+// H100 (docs/benchmarks/sptrsv.md, "Where level_block's time goes"). The plan cuts such runs into pieces of
+// up to a warp's rows (level_pack_levels), each packed as one level: its rows' sums over columns before the
+// piece, a warp a row, then (after a barrier of the solving warps) the entries among its rows, which one
+// warp applies by forward substitution, lane i holding row i, each solved value a shuffle and one
+// multiply-add per lane as in the dense kernels (kernels/dense_trsv.cuh; J. D. Hogg, SISC 2013): no
+// reduction and no block barrier a row. Only packs with chains run the kernel that solves them: it costs
+// about 5% more a level (H100: 4elt_lap, bcsstk14, bcsstk16, each with one or two short runs), so the plan
+// packs chains only where they remove at least kChainMinSaving of the levels (level_pack_levels).
+//
 // Many right-hand sides: a thread block per right-hand side, each on its own SM walking every level with
 // its own copies of the levels (block_column). A level's cost is its chain of dependent instructions, not
 // its arithmetic, so the right-hand sides run side by side at the speed of one; solving them together in
@@ -157,7 +168,58 @@ __device__ inline RowRegs<T> read_row(const LevelView<T>& v, const T* bslot, int
   return row;
 }
 
-template <typename T, int V>
+/// Entries of a chain's forward substitution: the strictly lower triangle of its k rows.
+__host__ __device__ constexpr long long chain_entries(long long k) { return k * (k - 1) / 2; }
+
+/// A chain piece (LevelDesc d, rows = -k) staged at `stage`, its region at `region`, solved by the block's
+/// `solvers` threads. Its rows' sums over columns before the piece first, a warp a row (b read from the
+/// caller's vector), each row's (b - sum) / diagonal into the ring; after a barrier of the solvers, warp 0
+/// applies the entries among the rows (divided by their rows' diagonals, column j holding rows j + 1 to
+/// k - 1), lane i holding row i: column j's value is final once columns 0 to j - 1 are applied, so lane j
+/// broadcasts it and every lane below applies it, a shuffle and a multiply-add a row where a level each
+/// would cost a barrier and a reduction.
+template <typename T>
+__device__ void solve_chain(const unsigned char* stage, const unsigned char* region, LevelDesc d, const Ring<T>& ring,
+                            T* y, bool write_y, const RhsPass<T>& rhs, int solvers) {
+  const int k = -d.rows, warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const index_t q0 = d.first_row;
+  const auto* ptr = reinterpret_cast<const std::int32_t*>(stage);
+  const auto* caller = reinterpret_cast<const index_t*>(stage + d.caller);
+  const auto* inv_diag = reinterpret_cast<const T*>(stage + d.inv_diag);
+  const auto* column = reinterpret_cast<const T*>(stage + d.inv_diag + round16(sizeof(T) * k));
+  const unsigned char* entries = d.ind < d.bytes ? stage : region;
+  const auto* ind = reinterpret_cast<const index_t*>(entries + d.ind);
+  const auto* val = reinterpret_cast<const T*>(entries + d.val);
+  for (int i = warp; i < k; i += solvers / kWarpSize) {
+    T sum = T(0);
+#pragma unroll 4
+    for (std::int32_t e = ptr[i] + lane; e < ptr[i + 1]; e += kWarpSize) sum += val[e] * ring.get(ind[e], q0 + k);
+    sum = group_sum<kWarpSize>(sum);
+    if (lane == 0) ring.values[(q0 + i) & ring.mask] = (rhs.b[caller[i]] - sum) * inv_diag[i];
+  }
+  asm volatile("bar.sync 1, %0;" ::"r"(solvers) : "memory");
+  if (warp != 0) return;
+  const bool in = lane < k;
+  T t = in ? ring.values[(q0 + lane) & ring.mask] : T(0);
+  T entry = k > 1 && lane >= 1 && in ? column[lane - 1] : T(0);
+  for (int j = 0; j + 1 < k; ++j) {
+    const T* after = column + (k - 1 - j);
+    // The next column's entry first: its load is off the chain of broadcasts.
+    const T following = j + 2 < k && lane >= j + 2 && in ? after[lane - j - 2] : T(0);
+    const T xj = __shfl_sync(kFullMask, t, j);
+    if (lane > j) t -= entry * xj;
+    entry = following;
+    column = after;
+  }
+  if (in) {
+    const index_t p = q0 + lane;
+    ring.values[p & ring.mask] = t;
+    if (write_y) y[p] = t;
+    rhs.x[caller[lane]] = t;
+  }
+}
+
+template <typename T, int V, bool Chains>
 __global__ void __launch_bounds__(kLevelBlockMaxThreads)
     level_block_kernel(LevelPack<T> pack, T* y, RhsPass<T> pass, Layout lay) {
   constexpr int K = kLevelBlockEntries;
@@ -183,7 +245,11 @@ __global__ void __launch_bounds__(kLevelBlockMaxThreads)
   RowRegs<T> next;                    // the group's row of the level about to be solved
   index_t next_first = 0, next_rows = 0;  // and that level's rows
   for (int l = -kPrologue; l < nlev; ++l) {
-    if (!copier && l >= 0) {
+    if (Chains && !copier && l >= 0 && next_rows < 0) {
+      // A chain piece (rows = -k).
+      const LevelDesc d = desc_ring[l % kDescSlots];
+      solve_chain(stage(l), pack.data + std::int64_t(d.chunk) * 16, d, ring, y, write_y, rhs, solvers);
+    } else if (!copier && l >= 0) {
       // Level l: rows [q0, q1), the first pass from registers.
       const index_t q0 = next_first, q1 = q0 + next_rows;
       {
@@ -287,23 +353,36 @@ Layout plan_layout(index_t n, int max_rows, long long max_bytes, int budget) {
   return lay;
 }
 
-template <typename T, int V>
+template <typename T, int V, bool Chains>
 void launch(const LevelPack<T>& pack, Layout lay, int budget, T* y, const RhsPass<T>& rhs, cudaStream_t stream) {
   // A copying warp per 256 copies of a level (16-byte chunks of its stage and values of b), up to 4.
   // V lanes per row of a level twice the mean width (no wider than the widest): every warp runs every
   // level, so idle ones cost time, and the few wider levels take further passes over their stage.
   const long long copies = lay.stage_bytes / 16 + lay.rhs_rows;
   const int copiers = kWarpSize * static_cast<int>(std::min<long long>(4, (copies + 255) / 256));
-  const long long rows = std::min<long long>(pack.max_rows, 2 * ((pack.n + pack.nlev - 1) / pack.nlev));
+  const long long rows = std::min<long long>(pack.max_rows, 2 * ((pack.n + pack.levels - 1) / pack.levels));
   const long long wanted = static_cast<long long>(V) * std::max(rows, 1LL);
   lay.solver_threads = static_cast<int>(
       std::min<long long>((wanted + kWarpSize - 1) / kWarpSize * kWarpSize, kLevelBlockMaxThreads - copiers));
   const int threads = lay.solver_threads + copiers;
   static const cudaError_t attribute =
-      cudaFuncSetAttribute(level_block_kernel<T, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, budget);
+      cudaFuncSetAttribute(level_block_kernel<T, V, Chains>, cudaFuncAttributeMaxDynamicSharedMemorySize, budget);
   cuda_check(attribute, "cudaFuncSetAttribute(level_block_kernel)", __FILE__, __LINE__);
-  level_block_kernel<T, V><<<rhs.nr, threads, lay.total, stream>>>(pack, y, rhs, lay);
+  level_block_kernel<T, V, Chains><<<rhs.nr, threads, lay.total, stream>>>(pack, y, rhs, lay);
   check_launch("level_block_kernel");
+}
+
+/// launch with the lanes per row of the pack's longest rows.
+template <typename T, bool Chains>
+void launch_lanes(const LevelPack<T>& pack, Layout lay, int budget, T* y, const RhsPass<T>& rhs, cudaStream_t stream) {
+  switch (lanes_per_row(pack.longest_row)) {
+    case 1: launch<T, 1, Chains>(pack, lay, budget, y, rhs, stream); break;
+    case 2: launch<T, 2, Chains>(pack, lay, budget, y, rhs, stream); break;
+    case 4: launch<T, 4, Chains>(pack, lay, budget, y, rhs, stream); break;
+    case 8: launch<T, 8, Chains>(pack, lay, budget, y, rhs, stream); break;
+    case 16: launch<T, 16, Chains>(pack, lay, budget, y, rhs, stream); break;
+    default: launch<T, 32, Chains>(pack, lay, budget, y, rhs, stream); break;
+  }
 }
 
 /// The staged kernel when the levels are narrow (at most kStagedRowsPerLevel rows on average) and every
@@ -312,105 +391,212 @@ template <typename T>
 bool launch_staged(const LevelPack<T>& pack, T* y, const RhsPass<T>& rhs, cudaStream_t stream) {
   static const int budget = shared_budget();
   const Layout lay = plan_layout<T>(pack.n, pack.max_rows, pack.max_bytes, budget);
-  if (lay.stage_bytes < pack.max_bytes || pack.n > static_cast<long long>(kStagedRowsPerLevel) * pack.nlev)
+  if (lay.stage_bytes < pack.max_bytes || pack.n > static_cast<long long>(kStagedRowsPerLevel) * pack.levels)
     return false;
-  switch (lanes_per_row(pack.longest_row)) {
-    case 1: launch<T, 1>(pack, lay, budget, y, rhs, stream); break;
-    case 2: launch<T, 2>(pack, lay, budget, y, rhs, stream); break;
-    case 4: launch<T, 4>(pack, lay, budget, y, rhs, stream); break;
-    case 8: launch<T, 8>(pack, lay, budget, y, rhs, stream); break;
-    case 16: launch<T, 16>(pack, lay, budget, y, rhs, stream); break;
-    default: launch<T, 32>(pack, lay, budget, y, rhs, stream); break;
-  }
+  if (pack.chains)
+    launch_lanes<T, true>(pack, lay, budget, y, rhs, stream);
+  else
+    launch_lanes<T, false>(pack, lay, budget, y, rhs, stream);
   return true;
 }
 
-/// A warp per level: the level's descriptor and size, and the entries that set its lanes per row added to
-/// *longest_rows: its longest row, but no more than kLevelBlockEntries per lane of a block whose threads
-/// each take one lane of the level's rows (a wider level takes several passes, each as long as its
-/// longest row, so more lanes per row only add passes there).
+/// A warp per packed level: the level's descriptor and size, and the entries that set its lanes per row
+/// added to *longest_rows: its longest row (a chain: the most entries a row has before the piece, which
+/// set the block's width as a level's rows would), but no more than kLevelBlockEntries per lane of a block
+/// whose threads each take one lane of the level's rows (a wider level takes several passes, each as long
+/// as its longest row, so more lanes per row only add passes there).
 template <typename T>
-__global__ void level_pack_sizes_kernel(int nlev, const std::int32_t* level_ptr, const std::int32_t* ptr,
-                                        LevelDesc* desc, std::int32_t* chunks, int* max_chunks,
+__global__ void level_pack_sizes_kernel(int npack, const PackLevel* levels, const std::int32_t* ptr,
+                                        const index_t* ind, LevelDesc* desc, std::int32_t* chunks, int* max_chunks,
                                         unsigned long long* longest_rows) {
   const long long warp = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
-  if (warp >= nlev) return;
+  if (warp >= npack) return;
   const int m = static_cast<int>(warp);
-  const long long first = level_ptr[m], rows = level_ptr[m + 1] - first;
+  const PackLevel level = levels[m];
+  const bool chain = level.kind == PackKind::chain;
+  const long long first = level.first_row, rows = level.rows;
+  long long entries = 0;
   int longest = 0;
-  for (long long i = first + lane; i < first + rows; i += kWarpSize) longest = max(longest, ptr[i + 1] - ptr[i]);
+  if (!chain) {
+    for (long long i = first + lane; i < first + rows; i += kWarpSize) longest = max(longest, ptr[i + 1] - ptr[i]);
+    entries = ptr[first + rows] - ptr[first];
+  } else {
+    for (long long i = first; i < first + rows; ++i) {
+      int before = 0;
+      for (long long k = ptr[i] + lane; k < ptr[i + 1]; k += kWarpSize) before += ind[k] < first;
+      for (int offset = kWarpSize / 2; offset > 0; offset /= 2) before += __shfl_xor_sync(kFullMask, before, offset);
+      longest = max(longest, before);
+      entries += before;
+    }
+  }
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
     longest = max(longest, __shfl_xor_sync(kFullMask, longest, offset));
   if (lane != 0) return;
   const long long one_pass = static_cast<long long>(kLevelBlockEntries) * kLevelBlockMaxThreads / max(rows, 1LL);
   atomicAdd(longest_rows, static_cast<unsigned long long>(min(static_cast<long long>(longest), one_pass)));
-  const long long entries = ptr[first + rows] - ptr[first];
   LevelDesc d;
   d.first_row = static_cast<std::int32_t>(first);
-  d.rows = static_cast<std::int32_t>(rows);
+  d.rows = static_cast<std::int32_t>(chain ? -rows : rows);
   d.chunk = 0;
+  // A chain's forward-substitution entries lie between its diagonal and its columns; it stages the arrays
+  // before its columns (level_pack_stage_chains stages the rest where it fits a stage as the other levels
+  // set it): up to a warp of rows each as long as a level would otherwise set the stage size, and read
+  // from device memory they cost one round trip a piece, not a level a row.
   const long long caller = round16(4 * (rows + 1)), inv_diag = caller + round16(4 * rows);
-  const long long ind = inv_diag + round16(static_cast<long long>(sizeof(T)) * rows);
-  const long long val = ind + round16(static_cast<long long>(sizeof(index_t)) * entries);
+  const long long ind_at = inv_diag + round16(static_cast<long long>(sizeof(T)) * rows) +
+                           (chain ? round16(static_cast<long long>(sizeof(T)) * chain_entries(rows)) : 0);
+  const long long val = ind_at + round16(static_cast<long long>(sizeof(index_t)) * entries);
   const long long bytes = val + round16(static_cast<long long>(sizeof(T)) * entries);
+  const long long staged = chain ? ind_at : bytes;
   const bool fits = bytes <= INT_MAX;
   d.caller = static_cast<std::int32_t>(caller);
   d.inv_diag = static_cast<std::int32_t>(inv_diag);
-  d.ind = fits ? static_cast<std::int32_t>(ind) : 0;
+  d.ind = fits ? static_cast<std::int32_t>(ind_at) : 0;
   d.val = fits ? static_cast<std::int32_t>(val) : 0;
-  d.bytes = fits ? static_cast<std::int32_t>(bytes) : INT_MAX;
+  d.bytes = fits ? static_cast<std::int32_t>(staged) : INT_MAX;
   desc[m] = d;
-  const int c = fits ? static_cast<int>(bytes / 16) : INT_MAX;
-  chunks[m] = c;
-  atomicMax(max_chunks, c);
+  chunks[m] = fits ? static_cast<int>(bytes / 16) : INT_MAX;
+  atomicMax(max_chunks, fits ? static_cast<int>(staged / 16) : INT_MAX);
 }
 
-/// A block per level: the level's packed region at chunk offsets[m].
+/// A thread per packed level: a chain whose region is no larger than the most any level stages
+/// (max_chunks) is staged whole.
+__global__ void level_pack_stage_chains_kernel(int npack, const PackLevel* levels, const std::int32_t* chunks,
+                                               const int* max_chunks, LevelDesc* desc) {
+  const long long m = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (m >= npack || levels[m].kind != PackKind::chain || chunks[m] > *max_chunks) return;
+  desc[m].bytes = chunks[m] * 16;
+}
+
+/// A block per packed level: the level's region at chunk offsets[m].
 template <typename T>
-__global__ void level_pack_fill_kernel(LowerPart<T> L, const std::int32_t* offsets, LevelDesc* desc,
-                                       unsigned char* data) {
+__global__ void level_pack_fill_kernel(LowerPart<T> L, const PackLevel* levels, const std::int32_t* offsets,
+                                       LevelDesc* desc, unsigned char* data) {
+  __shared__ std::int32_t kept[kChainRows + 1];  // a chain: each row's entries before the piece
   const int m = blockIdx.x;
   const LevelDesc d = desc[m];
+  const PackLevel level = levels[m];
   __syncthreads();  // every thread has read desc[m] before thread 0 rewrites it
   if (threadIdx.x == 0) desc[m].chunk = offsets[m];
   unsigned char* base = data + std::int64_t(offsets[m]) * 16;
-  const std::int32_t first = d.first_row, e0 = L.ptr[first], entries = L.ptr[first + d.rows] - e0;
+  const std::int32_t first = level.first_row, rows = level.rows, e0 = L.ptr[first];
   auto* ptr = reinterpret_cast<std::int32_t*>(base);
   auto* caller = reinterpret_cast<index_t*>(base + d.caller);
   auto* inv_diag = reinterpret_cast<T*>(base + d.inv_diag);
   auto* ind = reinterpret_cast<index_t*>(base + d.ind);
   auto* val = reinterpret_cast<T*>(base + d.val);
-  for (int i = threadIdx.x; i <= d.rows; i += blockDim.x) {
-    ptr[i] = L.ptr[first + i] - e0;
-    if (i < d.rows) {
-      caller[i] = caller_index(L.perm[first + i], L.n, L.reversed);
-      inv_diag[i] = T(1) / L.diag[first + i];
-    }
+  for (int i = threadIdx.x; i < rows; i += blockDim.x) {
+    caller[i] = caller_index(L.perm[first + i], L.n, L.reversed);
+    inv_diag[i] = T(1) / L.diag[first + i];
   }
-  for (int k = threadIdx.x; k < entries; k += blockDim.x) {
-    ind[k] = L.ind[e0 + k];
-    val[k] = L.val[e0 + k];
+  if (level.kind == PackKind::level) {
+    const std::int32_t entries = L.ptr[first + rows] - e0;
+    for (int i = threadIdx.x; i <= rows; i += blockDim.x) ptr[i] = L.ptr[first + i] - e0;
+    for (int k = threadIdx.x; k < entries; k += blockDim.x) {
+      ind[k] = L.ind[e0 + k];
+      val[k] = L.val[e0 + k];
+    }
+    return;
+  }
+  // A chain: each row's entries before the piece in their order (counted, scanned, then compacted), and
+  // the entries among its rows divided by their row's diagonal, the triangle's other positions zero.
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize, warps = blockDim.x / kWarpSize;
+  auto* column = reinterpret_cast<T*>(base + d.inv_diag + round16(sizeof(T) * rows));
+  for (long long k = threadIdx.x; k < chain_entries(rows); k += blockDim.x) column[k] = T(0);
+  for (int i = warp; i < rows; i += warps) {
+    int before = 0;
+    for (std::int32_t k = L.ptr[first + i] + lane; k < L.ptr[first + i + 1]; k += kWarpSize)
+      before += L.ind[k] < first;
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) before += __shfl_xor_sync(kFullMask, before, offset);
+    if (lane == 0) kept[i] = before;
+  }
+  __syncthreads();  // the counts, and the triangle zeroed
+  if (threadIdx.x == 0) {
+    std::int32_t sum = 0;
+    for (int i = 0; i < rows; ++i) {
+      const std::int32_t c = kept[i];
+      ptr[i] = kept[i] = sum;
+      sum += c;
+    }
+    ptr[rows] = sum;
+  }
+  __syncthreads();
+  for (int i = warp; i < rows; i += warps) {
+    std::int32_t at = kept[i];
+    const std::int32_t end = L.ptr[first + i + 1];
+    const T inv = T(1) / L.diag[first + i];
+    for (std::int32_t k0 = L.ptr[first + i]; k0 < end; k0 += kWarpSize) {
+      const std::int32_t k = k0 + lane;
+      const bool keep = k < end && L.ind[k] < first;
+      const unsigned mask = __ballot_sync(kFullMask, keep);
+      if (keep) {
+        const std::int32_t to = at + __popc(mask & ((1u << lane) - 1));
+        ind[to] = L.ind[k];
+        val[to] = L.val[k];
+      } else if (k < end) {
+        const std::int32_t j = L.ind[k] - first;  // column j of the triangle, row i
+        column[chain_entries(rows) - chain_entries(rows - j) + (i - j - 1)] = L.val[k] * inv;
+      }
+      at += __popc(mask);
+    }
   }
 }
 
 }  // namespace
 
-template <typename T>
-void level_pack_sizes(int nlev, const std::int32_t* level_ptr, const std::int32_t* ptr, LevelDesc* desc,
-                      std::int32_t* chunks, int* max_chunks, unsigned long long* longest_rows,
-                      cudaStream_t stream) {
-  if (nlev == 0) return;
-  level_pack_sizes_kernel<T><<<blocks_for(static_cast<long long>(nlev) * kWarpSize, kBlockThreads), kBlockThreads, 0,
-                               stream>>>(nlev, level_ptr, ptr, desc, chunks, max_chunks, longest_rows);
-  check_launch("level_pack_sizes_kernel");
+std::vector<PackLevel> level_pack_levels(const std::vector<std::int32_t>& level_ptr) {
+  std::vector<PackLevel> out;
+  const int nlev = level_ptr.empty() ? 0 : static_cast<int>(level_ptr.size()) - 1;
+  long long saved = 0;  // levels the chains remove: a piece of k rows replaces k levels by one
+  for (int l = 0; l < nlev;) {
+    int run = 0;  // single-row levels from l on
+    while (l + run < nlev && level_ptr[l + run + 1] - level_ptr[l + run] == 1) ++run;
+    if (run < kChainMinRun) {
+      const int count = std::max(run, 1);
+      for (int i = l; i < l + count; ++i)
+        out.push_back({level_ptr[i], level_ptr[i + 1] - level_ptr[i], PackKind::level});
+      l += count;
+      continue;
+    }
+    const int pieces = (run + kChainRows - 1) / kChainRows;
+    for (int p = 0; p < pieces; ++p) {
+      const std::int32_t first = level_ptr[l] + static_cast<std::int32_t>(static_cast<long long>(run) * p / pieces);
+      const std::int32_t end = level_ptr[l] + static_cast<std::int32_t>(static_cast<long long>(run) * (p + 1) / pieces);
+      out.push_back({first, end - first, PackKind::chain});
+      saved += end - first - 1;
+    }
+    l += run;
+  }
+  if (saved >= kChainMinSaving * nlev) return out;
+  out.clear();  // too few: the levels as they are
+  for (int l = 0; l < nlev; ++l) out.push_back({level_ptr[l], level_ptr[l + 1] - level_ptr[l], PackKind::level});
+  return out;
 }
 
 template <typename T>
-void level_pack_fill(const LowerPart<T>& L, int nlev, const std::int32_t* offsets, LevelDesc* desc,
-                     unsigned char* data, cudaStream_t stream) {
-  if (nlev == 0) return;
-  level_pack_fill_kernel<T><<<nlev, kBlockThreads, 0, stream>>>(L, offsets, desc, data);
+void level_pack_sizes(int npack, const PackLevel* levels, const std::int32_t* ptr, const index_t* ind,
+                      LevelDesc* desc, std::int32_t* chunks, int* max_chunks, unsigned long long* longest_rows,
+                      cudaStream_t stream) {
+  if (npack == 0) return;
+  level_pack_sizes_kernel<T><<<blocks_for(static_cast<long long>(npack) * kWarpSize, kBlockThreads), kBlockThreads,
+                               0, stream>>>(npack, levels, ptr, ind, desc, chunks, max_chunks, longest_rows);
+  check_launch("level_pack_sizes_kernel");
+}
+
+void level_pack_stage_chains(int npack, const PackLevel* levels, const std::int32_t* chunks, const int* max_chunks,
+                             LevelDesc* desc, cudaStream_t stream) {
+  if (npack == 0) return;
+  level_pack_stage_chains_kernel<<<blocks_for(npack, kBlockThreads), kBlockThreads, 0, stream>>>(
+      npack, levels, chunks, max_chunks, desc);
+  check_launch("level_pack_stage_chains_kernel");
+}
+
+template <typename T>
+void level_pack_fill(const LowerPart<T>& L, int npack, const PackLevel* levels, const std::int32_t* offsets,
+                     LevelDesc* desc, unsigned char* data, cudaStream_t stream) {
+  if (npack == 0) return;
+  level_pack_fill_kernel<T><<<npack, kBlockThreads, 0, stream>>>(L, levels, offsets, desc, data);
   check_launch("level_pack_fill_kernel");
 }
 
@@ -419,14 +605,14 @@ void solve_level_block(const LevelPack<T>& pack, const LowerPart<T>& L, const st
                        const RhsPass<T>& rhs, cudaStream_t stream) {
   if (pack.n == 0 || pack.nlev == 0) return;
   if (!launch_staged(pack, y, rhs, stream))
-    solve_level_block_direct(L, level_ptr, pack.nlev, pack.max_rows, pack.longest_row, y, rhs, stream);
+    solve_level_block_direct(L, level_ptr, pack.levels, pack.max_rows, pack.longest_row, y, rhs, stream);
 }
 
 #define SPADE_LEVEL_BLOCK(T)                                                                                      \
-  template void level_pack_sizes<T>(int, const std::int32_t*, const std::int32_t*, LevelDesc*, std::int32_t*,     \
-                                    int*, unsigned long long*, cudaStream_t);                                    \
-  template void level_pack_fill<T>(const LowerPart<T>&, int, const std::int32_t*, LevelDesc*, unsigned char*,    \
-                                   cudaStream_t);                                                                \
+  template void level_pack_sizes<T>(int, const PackLevel*, const std::int32_t*, const index_t*, LevelDesc*,       \
+                                    std::int32_t*, int*, unsigned long long*, cudaStream_t);                     \
+  template void level_pack_fill<T>(const LowerPart<T>&, int, const PackLevel*, const std::int32_t*, LevelDesc*,  \
+                                   unsigned char*, cudaStream_t);                                                \
   template void solve_level_block<T>(const LevelPack<T>&, const LowerPart<T>&, const std::int32_t*, T*,            \
                                      const RhsPass<T>&, cudaStream_t);
 SPADE_LEVEL_BLOCK(double)

@@ -310,14 +310,49 @@ void solve_fused(const LowerPart<T>& L, const std::int32_t* items, int nitems, T
 
 /// One packed level of level_block (kernels/sptrsv_block.cu): rows [first_row, first_row + rows) of the
 /// part renumbered in level order, in one region of 16-byte chunks starting at chunk `chunk` of the pack,
-/// `bytes` long: the row pointers relative to the level's first entry (rows + 1 ints) at byte 0, the
-/// caller's unknown of each row (ints) at byte `caller`, the inverse of the diagonal (T) at `inv_diag`, the
-/// columns in level order (ints) at `ind` and the values (T) at `val`, each array padded to a multiple of
-/// 16 bytes.
+/// of which the first `bytes` go into a stage: the row pointers relative to the level's first entry (rows +
+/// 1 ints) at byte 0, the caller's unknown of each row (ints) at byte `caller`, the inverse of the diagonal
+/// (T) at `inv_diag`, the columns in level order (ints) at `ind` and the values (T) at `val`, each array
+/// padded to a multiple of 16 bytes. A chain piece (PackKind::chain) has rows = -k for its k rows: its
+/// arrays hold only the entries in columns before the piece, and between `inv_diag` and `ind` lie the
+/// entries among its rows, each divided by its row's diagonal, column after column (column j: rows j + 1 to
+/// k - 1); where its region does not fit a stage, only the arrays before `ind` are staged (`bytes` = ind)
+/// and the columns and values are read from the region in device memory.
 struct alignas(16) LevelDesc {
   std::int32_t first_row, rows, chunk, bytes;
   std::int32_t caller, inv_diag, ind, val;
 };
+
+/// What level_block does with a packed level.
+enum class PackKind : std::int32_t {
+  level,  ///< a level set: every row solved at once, the rows of a level side by side
+  chain,  ///< a chain piece, k consecutive single-row levels (k <= kChainRows): each row's sum over columns
+          ///< before the piece at once, then one warp finishes the k rows by forward substitution, lane i
+          ///< holding row i, each solved value a broadcast and one multiply-add per lane (the dense kernels'
+          ///< inner loop, kernels/dense_trsv.cuh) instead of a level a row
+};
+
+/// A packed level: rows [first_row, first_row + rows) in level order, and its kind.
+struct PackLevel {
+  std::int32_t first_row, rows;
+  PackKind kind;
+};
+
+/// The most rows of a chain piece: one warp solves it, a lane a row.
+constexpr int kChainRows = 32;
+/// Runs of at least this many single-row levels become chains: a piece costs about two levels (its sums,
+/// then its forward substitution, a few cycles a row, both within one barrier of the block), so it pays
+/// from three levels on.
+constexpr int kChainMinRun = 3;
+
+/// The share of the levels that chains must remove (a piece of k rows: k - 1) for a pack to have them:
+/// the kernel that solves chains costs about 5% more a level (kernels/sptrsv_block.cu).
+constexpr double kChainMinSaving = 0.125;
+
+/// level_block's packed levels for the level sets level_ptr (host, levels + 1 entries): each level as it is,
+/// but every run of kChainMinRun or more single-row levels cut into chain pieces of at most kChainRows rows,
+/// as even as can be, where those pieces remove at least kChainMinSaving of the levels. Host code.
+std::vector<PackLevel> level_pack_levels(const std::vector<std::int32_t>& level_ptr);
 
 /// level_block: entries per lane of a row read into registers before the row's level; the rest come when
 /// it is solved.
@@ -339,29 +374,37 @@ inline int lanes_per_row(double entries_per_row) {
 template <typename T>
 struct LevelPack {
   index_t n;
-  int nlev;
+  int nlev;                   ///< packed levels (PackLevel)
+  int levels;                 ///< the part's level sets (a chain counts each of its rows as one)
   const LevelDesc* desc;
   const unsigned char* data;  ///< 16-byte aligned
   int max_rows;               ///< the widest level (sets the block size)
-  int max_bytes;              ///< the largest level's region (sets the stage size)
-  double longest_row;         ///< mean over the levels of each level's longest row, in off-diagonal
-                              ///< entries, capped where a level takes several passes (level_pack_sizes):
-                              ///< sets the lanes per row, as a level waits for its longest row
+  int max_bytes;              ///< the largest level's staged bytes (sets the stage size)
+  bool chains;                ///< whether any packed level is a chain piece
+  double longest_row;         ///< mean over the packed levels of each one's longest row (a chain's: its
+                              ///< entries before the piece), in off-diagonal entries, capped where a level
+                              ///< takes several passes (level_pack_sizes): sets the lanes per row, as a
+                              ///< level waits for its longest row
 };
 
-/// Sizes of the packed levels of the part with row pointers ptr and levels level_ptr (nlev + 1 entries):
-/// every field of desc[m] but chunk, chunks[m] = 16-byte chunks of level m, *max_chunks := max (a level
-/// of 2^31 bytes or more gives INT_MAX), *longest_rows += each level's longest row (entries), at most
-/// kLevelBlockEntries * kLevelBlockMaxThreads / (the level's rows).
+/// Sizes of the packed levels `levels` (npack of them, device memory) of the part with row pointers ptr and
+/// columns ind: every field of desc[m] but chunk, chunks[m] = 16-byte chunks of level m's region,
+/// *max_chunks := the most staged chunks of a level (a region of 2^31 bytes or more gives INT_MAX),
+/// *longest_rows += each level's longest row (entries), at most kLevelBlockEntries * kLevelBlockMaxThreads /
+/// (the level's rows), a chain's rows counting their entries before the piece.
 template <typename T>
-void level_pack_sizes(int nlev, const std::int32_t* level_ptr, const std::int32_t* ptr, LevelDesc* desc,
-                      std::int32_t* chunks, int* max_chunks, unsigned long long* longest_rows,
+void level_pack_sizes(int npack, const PackLevel* levels, const std::int32_t* ptr, const index_t* ind,
+                      LevelDesc* desc, std::int32_t* chunks, int* max_chunks, unsigned long long* longest_rows,
                       cudaStream_t stream);
+/// After level_pack_sizes: each chain whose region (chunks[m]) is no larger than *max_chunks is staged
+/// whole (desc[m].bytes = its region); the others stage only their arrays before `ind`.
+void level_pack_stage_chains(int npack, const PackLevel* levels, const std::int32_t* chunks, const int* max_chunks,
+                             LevelDesc* desc, cudaStream_t stream);
 /// Fills the packed levels from the part L (level order, L.perm given) at the chunk offsets (the exclusive
 /// scan of level_pack_sizes' chunks) and sets desc[m].chunk = offsets[m]; run again after the values change.
 template <typename T>
-void level_pack_fill(const LowerPart<T>& L, int nlev, const std::int32_t* offsets, LevelDesc* desc,
-                     unsigned char* data, cudaStream_t stream);
+void level_pack_fill(const LowerPart<T>& L, int npack, const PackLevel* levels, const std::int32_t* offsets,
+                     LevelDesc* desc, unsigned char* data, cudaStream_t stream);
 
 /// level_block: one thread block per right-hand side walks the levels, a __syncthreads between levels.
 /// When every level of the pack fits a shared-memory stage, each level's packed data is copied into shared

@@ -754,8 +754,9 @@ template <typename T>
 struct LevelBlock : StateBase<T> {
   ks::LevelPack<T> pack{};
   const std::int32_t* level_ptr = nullptr;  // device
-  ks::LevelDesc* desc = nullptr;            // nlev
-  std::int32_t* offsets = nullptr;          // nlev + 1: each level's first 16-byte chunk in `bytes`
+  ks::PackLevel* levels = nullptr;          // npack: the packed levels (level sets and chain pieces)
+  ks::LevelDesc* desc = nullptr;            // npack
+  std::int32_t* offsets = nullptr;          // npack + 1: each packed level's first 16-byte chunk in `bytes`
   unsigned char* bytes = nullptr;
   T* y[2] = {nullptr, nullptr};  // scratch of one pass, one right-hand side and several (null without)
   Slab data;                     // the packed levels
@@ -769,25 +770,36 @@ struct LevelBlock : StateBase<T> {
     const Part<T>& part = a.level_ordered(stream);
     this->L = a.lower(part);
     level_ptr = a.level_ptr;
-    // Each level in one region of 16-byte chunks: the sizes, their scan (the offsets), then the regions, in
-    // an allocation of the total.
+    // The packed levels: the level sets, runs of single-row levels as chain pieces.
+    const std::vector<ks::PackLevel> packed_levels = ks::level_pack_levels(a.level_ptr_host);
+    const int npack = static_cast<int>(packed_levels.size());
+    const bool chains = std::any_of(packed_levels.begin(), packed_levels.end(),
+                                    [](const ks::PackLevel& p) { return p.kind == ks::PackKind::chain; });
+    // Each packed level in one region of 16-byte chunks: the sizes, their scan (the offsets), then the
+    // regions, in an allocation of the total.
     Slab layout;
-    const auto o_words = layout.add<SolveWords>(1), o_desc = layout.add<ks::LevelDesc>(nlev),
-               o_offsets = layout.add<std::int32_t>(std::size_t(nlev) + 1), o_y0 = layout.add<T>(n),
+    const auto o_words = layout.add<SolveWords>(1), o_levels = layout.add<ks::PackLevel>(npack),
+               o_desc = layout.add<ks::LevelDesc>(npack),
+               o_offsets = layout.add<std::int32_t>(std::size_t(npack) + 1), o_y0 = layout.add<T>(n),
                o_y8 = layout.add<T>(several ? std::size_t(std::max(n, 1)) * ks::kRhsPerPass : 0);
     this->take(std::move(layout), o_words, a.spin_limit, stream);
     const Slab& mem = this->memory;
+    levels = mem.at<ks::PackLevel>(o_levels);
     desc = mem.at<ks::LevelDesc>(o_desc);
     offsets = mem.at<std::int32_t>(o_offsets);
     y[0] = mem.at<T>(o_y0);
     if (several) y[1] = mem.at<T>(o_y8);
+    // From pageable memory: the call returns once the copy has left packed_levels.
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(levels, packed_levels.data(), sizeof(ks::PackLevel) * packed_levels.size(),
+                                     cudaMemcpyHostToDevice, stream));
     SPADE_CUDA_CHECK(cudaMemsetAsync(&a.control->max_level_chunks, 0, sizeof(int), stream));
     SPADE_CUDA_CHECK(cudaMemsetAsync(&a.control->level_longest_rows, 0, sizeof(unsigned long long), stream));
-    ks::level_pack_sizes<T>(nlev, level_ptr, part.ptr, desc, a.work, &a.control->max_level_chunks,
+    ks::level_pack_sizes<T>(npack, levels, part.ptr, part.ind, desc, a.work, &a.control->max_level_chunks,
                             &a.control->level_longest_rows, stream);
-    ks::exclusive_scan(nlev, a.work, offsets, a.temp, a.temp_bytes, stream);
+    ks::level_pack_stage_chains(npack, levels, a.work, &a.control->max_level_chunks, desc, stream);
+    ks::exclusive_scan(npack, a.work, offsets, a.temp, a.temp_bytes, stream);
     std::int32_t chunks = 0;
-    SPADE_CUDA_CHECK(cudaMemcpyAsync(&chunks, offsets + nlev, sizeof(chunks), cudaMemcpyDeviceToHost, stream));
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(&chunks, offsets + npack, sizeof(chunks), cudaMemcpyDeviceToHost, stream));
     const Control c = a.read_control(stream);
     if (c.max_level_chunks == INT_MAX || chunks < 0)
       throw InvalidInput("sparse triangular solve (level_block): the packed levels are too large (a level of 2 GiB "
@@ -799,16 +811,16 @@ struct LevelBlock : StateBase<T> {
     bytes = data.at<unsigned char>(o_data);
     // The padding is copied into shared memory with the data, never read: zero it once.
     SPADE_CUDA_CHECK(cudaMemsetAsync(bytes, 0, std::size_t(chunks) * 16, stream));
-    ks::level_pack_fill(this->L, nlev, offsets, desc, bytes, stream);
-    const double longest_row = nlev > 0 ? double(c.level_longest_rows) / nlev : 0.0;
-    pack = {n, nlev, desc, bytes, a.stats.max_rows_per_level, c.max_level_chunks * 16, longest_row};
+    ks::level_pack_fill(this->L, npack, levels, offsets, desc, bytes, stream);
+    const double longest_row = npack > 0 ? double(c.level_longest_rows) / npack : 0.0;
+    pack = {n, npack, nlev, desc, bytes, a.stats.max_rows_per_level, c.max_level_chunks * 16, chains, longest_row};
     a.stats.level_block_lanes = ks::lanes_per_row(longest_row);
   }
   SptrsvAlgorithm algorithm() const { return SptrsvAlgorithm::level_block; }
   void solve(const ks::RhsPass<T>& rhs, int w, cudaStream_t stream) {
     ks::solve_level_block(pack, this->L, level_ptr, y[w], rhs, stream);
   }
-  void refresh(cudaStream_t stream) { ks::level_pack_fill(this->L, pack.nlev, offsets, desc, bytes, stream); }
+  void refresh(cudaStream_t stream) { ks::level_pack_fill(this->L, pack.nlev, levels, offsets, desc, bytes, stream); }
 };
 
 /// cluster: each level of the level-ordered part split over the 16 thread blocks of a cluster (compute

@@ -85,7 +85,11 @@ SptrsvAutoChoice sptrsv_auto_rule(const SptrsvShape& s, const SptrsvDeviceModel&
       predict(d, levels, entries, split_levels ? d.split_level_us : d.level_launch_us, sms, d.sm_entries_per_us);
   c.predicted.push_back({SptrsvAlgorithm::levr, c.levr_us});
 
-  if (s.max_nnz_per_row <= kSptrsvOneBlockLongestRow && s.max_rows_per_level <= kSptrsvOneBlockWidestLevel)
+  // Rows longer than kSptrsvOneBlockLongestRow keep level_block out of the predictions, but not out of the
+  // trials: timed, a misprediction costs a trial, and its chain pieces solve a factor's long dense rows a
+  // warp a row (kernels/sptrsv_block.cu).
+  const bool timed = long_rows && s.levels >= kSptrsvTrialLevels;
+  if ((s.max_nnz_per_row <= kSptrsvOneBlockLongestRow || timed) && s.max_rows_per_level <= kSptrsvOneBlockWidestLevel)
     c.predicted.push_back(
         {SptrsvAlgorithm::level_block, predict(d, levels, entries, d.block_barrier_us, 1, d.block_entries_per_us)});
   if (d.compute_major >= 9)
@@ -101,7 +105,7 @@ SptrsvAutoChoice sptrsv_auto_rule(const SptrsvShape& s, const SptrsvDeviceModel&
   // fused runs on the triangle in the caller's order: only where nothing else needs the level-ordered copy.
   const double mean_rows = s.levels > 0 ? double(s.n) / s.levels : 0;
   const double fused_best = predict(d, levels, entries, d.handoff_us, sms, d.sm_entries_per_us);
-  if (long_rows && s.levels >= kSptrsvTrialLevels) {
+  if (timed) {
     for (SptrsvAlgorithm a : {c.one, SptrsvAlgorithm::fused_level, SptrsvAlgorithm::thread, SptrsvAlgorithm::fused})
       if (a != SptrsvAlgorithm::levr && int(c.trials.size()) < kSptrsvMaxTrials &&
           std::find(c.trials.begin(), c.trials.end(), a) == c.trials.end())

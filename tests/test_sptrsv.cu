@@ -28,6 +28,7 @@
 #include "spade/generators.hpp"
 #include "spade/matrix_market.hpp"
 #include "spade/sparse_matrix.hpp"
+#include "kernels/sptrsv_kernels.hpp"
 #include "spade/sptrsv.hpp"
 #include "tests/gpu_test.hpp"
 #include "tests/test_matrices.hpp"
@@ -363,9 +364,9 @@ TEST(SptrsvRule, Table) {
   }
 }
 
-// A Cholesky factor's rows (thousands of entries) never go to one thread block, however many levels; nor do
-// any rows longer than kSptrsvOneBlockLongestRow.
-TEST(SptrsvRule, LongRowsNeverGoToOneBlock) {
+// Rows longer than kSptrsvOneBlockLongestRow never go to one thread block untimed; on levels too wide for
+// it, not at all, however many levels. With enough levels to time the candidates, level_block is one.
+TEST(SptrsvRule, LongRowsGoToOneBlockOnlyWhenTimed) {
   const SptrsvDeviceModel h100;
   for (index_t levels : {10, 1000, 10000, 100000})
     for (index_t longest : {kSptrsvOneBlockLongestRow + 1, index_t(4096), index_t(20000)}) {
@@ -376,6 +377,15 @@ TEST(SptrsvRule, LongRowsNeverGoToOneBlock) {
     }
   // The same narrow levels with short rows do go to one block.
   EXPECT_EQ(sptrsv_auto_rule(shape_of(20000, 4, 10000, 4, 8), h100).one, SptrsvAlgorithm::level_block);
+  // Long rows on narrow levels: never predicted with too few levels to time, timed with enough (a
+  // factor's: bcsstk16's L, 1,576 levels of up to 260 rows, rows of up to 971 entries).
+  for (index_t levels : {10, 31}) {
+    const SptrsvAutoChoice c = sptrsv_auto_rule(shape_of(4884, 173, levels, 260, 971), h100);
+    EXPECT_TRUE(c.trials.empty());
+    EXPECT_NE(c.one, SptrsvAlgorithm::level_block) << levels << " levels";
+  }
+  const SptrsvAutoChoice factor = sptrsv_auto_rule(shape_of(4884, 173, 1576, 260, 971), h100);
+  EXPECT_NE(std::find(factor.trials.begin(), factor.trials.end(), SptrsvAlgorithm::level_block), factor.trials.end());
 }
 
 // Monotone: more levels over the same entries (narrower levels) never move the choice away from
@@ -852,24 +862,47 @@ TEST(Sptrsv, LevelSetsMatchTheHost) {
 }
 
 /// level_block's lanes per row as SptrsvStats::level_block_lanes states them, from the host's level sets
-/// of L (diagonal stored): 4 entries a lane for the mean over the levels of each level's longest row, a
-/// level of r rows counting at most 4096 / r entries.
+/// of L (diagonal stored): 4 entries a lane for the mean over the packed levels of each one's longest row
+/// (a chain's: entries in levels before the piece), a level of r rows counting at most 4096 / r entries.
 int host_level_block_lanes(const SparseMatrix& L) {
+  namespace ks = kernels::sptrsv;
   const index_t n = L.cols();
   const std::vector<index_t> level = host_levels(L);
-  std::vector<index_t> length(n, 0);  // off-diagonal entries of each row
+  std::vector<std::vector<index_t>> column_levels(n);  // each row's off-diagonal entries: their columns' levels
   for (index_t j = 0; j < n; ++j)
     for (offset_t k = L.col_ptr()[j]; k < L.col_ptr()[j + 1]; ++k)
-      if (L.row_ind()[k] > j) ++length[L.row_ind()[k]];
+      if (L.row_ind()[k] > j) column_levels[L.row_ind()[k]].push_back(level[j]);
   const index_t count = n == 0 ? 0 : *std::max_element(level.begin(), level.end()) + 1;
   std::vector<long long> rows(count, 0), longest(count, 0);
+  std::vector<index_t> row_of(count, -1);  // a row of each level
   for (index_t i = 0; i < n; ++i) {
     ++rows[level[i]];
-    longest[level[i]] = std::max<long long>(longest[level[i]], length[i]);
+    longest[level[i]] = std::max<long long>(longest[level[i]], static_cast<long long>(column_levels[i].size()));
+    row_of[level[i]] = i;
   }
-  long long sum = 0;
-  for (index_t l = 0; l < count; ++l) sum += std::min(longest[l], 4096 / rows[l]);
-  const double mean = count > 0 ? double(sum) / count : 0.0;
+  // The packed levels (runs of single-row levels as chain pieces): a level counts its longest row, a chain
+  // the most entries a row of the piece has in levels before the piece.
+  std::vector<std::int32_t> level_ptr{0};
+  std::vector<index_t> level_at;  // the level that starts at each position of level order
+  for (index_t l = 0; l < count; ++l) {
+    level_at.resize(std::size_t(level_ptr.back()) + 1, l);
+    level_ptr.push_back(level_ptr.back() + static_cast<std::int32_t>(rows[l]));
+  }
+  long long sum = 0, summed = 0;
+  for (const ks::PackLevel& p : ks::level_pack_levels(level_ptr)) {
+    const index_t l0 = level_at[std::size_t(p.first_row)];
+    long long row_max = longest[l0];
+    if (p.kind == ks::PackKind::chain) {
+      row_max = 0;
+      for (index_t l = l0; l < l0 + p.rows; ++l) {
+        const std::vector<index_t>& c = column_levels[row_of[l]];
+        row_max = std::max<long long>(row_max, std::count_if(c.begin(), c.end(), [&](index_t cl) { return cl < l0; }));
+      }
+    }
+    sum += std::min<long long>(row_max, 4096 / p.rows);
+    ++summed;
+  }
+  const double mean = summed > 0 ? double(sum) / summed : 0.0;
   int lanes = 1;
   while (lanes < 32 && lanes * 4 < mean) lanes *= 2;
   return lanes;
@@ -953,17 +986,90 @@ SparseMatrix levels_and_runs(const std::vector<int>& segments, int extra, std::u
   return SparseMatrix::from_triplets(next, next, rows, cols, std::vector<double>(rows.size(), 1.0));
 }
 
+// level_block's packed levels (host, no GPU): every row once, in order; where the pieces remove at least
+// kChainMinSaving of the levels, runs of kChainMinRun or more single-row levels, and only those, as chain
+// pieces of at most kChainRows rows, the pieces of a run differing by at most one row; elsewhere the
+// levels as they are.
+TEST(SptrsvLevelPack, RunsOfSingleRowLevelsBecomeChainPieces) {
+  namespace ks = kernels::sptrsv;
+  const std::vector<std::vector<int>> cases = {
+      {},     {1},        {5},      {1, 1},  {1, 1, 1}, {3, 1, 1, 1, 2}, {1, 1, 2, 1, 1, 1, 1},
+      {1, 1, 1, 4, 1, 1}, {2, 1, 1, 1}};
+  std::vector<std::vector<int>> runs = cases;
+  for (int r : {31, 32, 33, 64, 65, 100, 1000}) runs.push_back(std::vector<int>(std::size_t(r), 1));
+  runs.push_back({7});
+  runs.back().insert(runs.back().end(), 97, 1);
+  runs.push_back(std::vector<int>(30, 2));  // one run of 3 among 33 levels: too few saved
+  runs.back().insert(runs.back().begin() + 10, 3, 1);
+  runs.push_back(std::vector<int>(20, 2));  // a run of 5 among 25 levels: enough
+  runs.back().insert(runs.back().begin() + 10, 5, 1);
+  for (const std::vector<int>& widths : runs) {
+    std::vector<std::int32_t> level_ptr{0};
+    for (int w : widths) level_ptr.push_back(level_ptr.back() + w);
+    long long saved = 0;  // what the pieces of the runs would remove
+    for (std::size_t b = 0; b < widths.size();) {
+      std::size_t e = b;
+      while (e < widths.size() && widths[e] == 1) ++e;
+      const long long run = static_cast<long long>(e - b);
+      if (run >= ks::kChainMinRun) saved += run - (run + ks::kChainRows - 1) / ks::kChainRows;
+      b = std::max(e, b + 1);
+    }
+    const bool chains = saved >= ks::kChainMinSaving * static_cast<double>(widths.size());
+    const std::vector<ks::PackLevel> pack =
+        ks::level_pack_levels(widths.empty() ? std::vector<std::int32_t>{} : level_ptr);
+    std::int32_t next = 0;  // the first row not yet covered
+    std::size_t l = 0;      // the level set where `next` starts
+    for (std::size_t m = 0; m < pack.size(); ++m) {
+      const ks::PackLevel& p = pack[m];
+      ASSERT_EQ(p.first_row, next) << "packed level " << m;
+      ASSERT_EQ(level_ptr[l], next) << "packed level " << m << " starts inside a level set";
+      if (p.kind == ks::PackKind::level) {
+        EXPECT_EQ(p.rows, widths[l]);
+        // A single-row level stays a level only outside runs of kChainMinRun, or where no chains pay.
+        if (p.rows == 1 && chains) {
+          std::size_t b = l, e = l + 1;
+          while (b > 0 && widths[b - 1] == 1) --b;
+          while (e < widths.size() && widths[e] == 1) ++e;
+          EXPECT_LT(e - b, std::size_t(ks::kChainMinRun)) << "level " << l;
+        }
+        ++l;
+      } else {
+        ASSERT_EQ(p.kind, ks::PackKind::chain) << "packed level " << m;
+        EXPECT_TRUE(chains) << "a chain where they remove " << saved << " of " << widths.size() << " levels";
+        EXPECT_LE(p.rows, ks::kChainRows);
+        EXPECT_GE(p.rows, 2);
+        // The run the piece lies in: its length and the pieces' sizes.
+        std::size_t b = l, e = l;
+        while (b > 0 && widths[b - 1] == 1) --b;
+        while (e < widths.size() && widths[e] == 1) ++e;
+        const long long run = static_cast<long long>(e - b), pieces = (run + ks::kChainRows - 1) / ks::kChainRows;
+        EXPECT_GE(run, ks::kChainMinRun);
+        EXPECT_TRUE(p.rows == run / pieces || p.rows == (run + pieces - 1) / pieces) << "a piece of " << p.rows;
+        for (int r = 0; r < p.rows; ++r) ASSERT_EQ(widths[l + std::size_t(r)], 1);
+        l += std::size_t(p.rows);
+      }
+      next = level_ptr[l];
+    }
+    EXPECT_EQ(l, widths.size());
+    const bool has_chain =
+        std::any_of(pack.begin(), pack.end(), [](const ks::PackLevel& p) { return p.kind == ks::PackKind::chain; });
+    EXPECT_EQ(has_chain, chains && saved > 0);
+  }
+}
+
 // level_block on runs of single-row levels between wide levels (the shape of a Cholesky factor's dense
-// blocks beside its sparse part): a run at the start and at the end, runs of 2 and of 1, a run of rows
-// longer than a warp, a run longer than the solution ring (its rows read rows that left the ring), n = 1;
-// double and single precision, lower and upper, 1, 3 and 8 right-hand sides, 20 solves on a plan.
+// blocks beside its sparse part), which it solves as chain pieces: a run at the start and at the end, runs
+// of 2 and of 1, a run of rows longer than a warp, a run longer than the solution ring (its rows read rows
+// that left the ring), runs whose rows read most rows of their piece and many before it, n = 1; double and
+// single precision, lower and upper, 1, 3 and 8 right-hand sides, 20 solves on a plan, new values.
 TEST(Sptrsv, LevelBlockRunsOfSingleRowLevels) {
   SPADE_REQUIRE_GPU();
   const std::vector<SparseMatrix> patterns = {
       levels_and_runs({-5, 400, -2, 300, -1, 200, 1, 250, -700, 33, -3}, 3, 21),
       levels_and_runs({500, -300, 64, -40}, 60, 22),
       levels_and_runs({-2, 200, -40000, 7}, 2, 23),
-      levels_and_runs({-1}, 0, 24)};
+      levels_and_runs({-1}, 0, 24),
+      levels_and_runs({300, -33, 100, -64, 5, -3, -97}, 200, 25)};
   for (std::size_t pi = 0; pi < patterns.size(); ++pi) {
     SCOPED_TRACE("pattern " + std::to_string(pi));
     const Triangle t = make_triangle(patterns[pi], 60 + pi);
@@ -975,6 +1081,15 @@ TEST(Sptrsv, LevelBlockRunsOfSingleRowLevels) {
                              {SparseFormat::csc, TriangleKind::upper, DiagonalKind::unit}, nrhs);
       if (HasFatalFailure()) return;
     }
+    // New values for the chains' dense solves and sums.
+    const Triangle second = make_triangle(patterns[pi], 80 + pi);
+    const Variant v{SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit};
+    const DeviceMatrix<double> m1(t, v), m2(second, v);
+    SptrsvOptions options;
+    options.algorithm = SptrsvAlgorithm::level_block;
+    SptrsvPlan<double> plan(m1.view, options);
+    plan.update_values(m2.val.get());
+    check_solves(plan, second, v, 1, 2, "level_block after update_values");
   }
 }
 

@@ -144,8 +144,9 @@ struct SptrsvStats {
   index_t max_rows_per_level = 0;
   double rows_per_level = 0;  ///< n / levels
   /// level_block's lanes per row where the plan built level_block (0 otherwise): the power of two <= 32
-  /// that gives 4 entries a lane to the mean over the levels of each level's longest row, a level of r
-  /// rows counting at most 4096 / r entries (kernels/sptrsv_block.cu).
+  /// that gives 4 entries a lane to the mean over its packed levels of each one's longest row, a level of
+  /// r rows counting at most 4096 / r entries; where runs of single-row levels are packed as chain pieces,
+  /// a piece counts as a level whose rows hold their entries before the piece (kernels/sptrsv_block.cu).
   int level_block_lanes = 0;
   int auto_trials = 0;        ///< auto: candidates built and timed in the analysis (0: the rule alone)
   double auto_trial_ms = 0;   ///< auto: host wall clock of those trials (builds and solves), in the analysis
@@ -218,8 +219,9 @@ struct SptrsvAutoChoice {
 ///   cluster      fixed + cluster_start + L * cluster_barrier + W / (16 * cluster_entries)   16 SMs (cc 9)
 /// and the smallest wins (the per-level costs are the hand-offs of Li 2017's level scheduling and of Hogg
 /// 2013's in-kernel synchronization; the throughput term is the work). level_block is never a candidate
-/// where a row has more than kSptrsvOneBlockLongestRow entries (a Cholesky factor's dense rows would go
-/// through one SM) or a level more than kSptrsvOneBlockWidestLevel rows. Several right-hand sides: the same predictions times 1.1 (levr), 1.0 (level_block,
+/// where a level has more than kSptrsvOneBlockWidestLevel rows, nor where a row has more than
+/// kSptrsvOneBlockLongestRow entries unless the analysis times the candidates (below): a level waits for
+/// its longest row, which the prediction does not see. Several right-hand sides: the same predictions times 1.1 (levr), 1.0 (level_block,
 /// a block per right-hand side side by side) and 1.2 (cluster), the 8-over-1 ratios of the v23 tables.
 /// cluster runs one right-hand side only where a 16th of the widest level takes one pass of its block.
 /// fused (YuenyeungSpTRSV) pays a hand-off per dependency instead of a level (fixed + L * handoff +
