@@ -966,8 +966,9 @@ TEST(Sptrsv, LevelBlockLanesFollowTheLongestRows) {
 
 /// Levels as `segments` say: a positive entry w is one level of w rows (each reads the last row before it
 /// and up to `extra` random earlier rows), a negative entry -c a run of c single-row levels (each row reads
-/// the row before it and up to `extra` random earlier rows; repeated columns are summed).
-SparseMatrix levels_and_runs(const std::vector<int>& segments, int extra, std::uint64_t seed) {
+/// the row before it and up to `run_extra` random earlier rows, `extra` where negative; repeated columns are
+/// summed).
+SparseMatrix levels_and_runs(const std::vector<int>& segments, int extra, std::uint64_t seed, int run_extra = -1) {
   std::mt19937_64 rng(seed);
   std::vector<std::int64_t> rows, cols;
   index_t next = 0;
@@ -978,7 +979,7 @@ SparseMatrix levels_and_runs(const std::vector<int>& segments, int extra, std::u
       const index_t dep = seg > 0 ? first - 1 : i - 1;  // the row that sets the level
       if (dep < 0) continue;
       rows.push_back(i), cols.push_back(dep);
-      for (int e = 0; e < extra; ++e)
+      for (int e = 0; e < (seg < 0 && run_extra >= 0 ? run_extra : extra); ++e)
         rows.push_back(i), cols.push_back(std::uniform_int_distribution<index_t>(0, dep)(rng));
     }
     next += count;
@@ -1060,16 +1061,20 @@ TEST(SptrsvLevelPack, RunsOfSingleRowLevelsBecomeChainPieces) {
 // level_block on runs of single-row levels between wide levels (the shape of a Cholesky factor's dense
 // blocks beside its sparse part), which it solves as chain pieces: a run at the start and at the end, runs
 // of 2 and of 1, a run of rows longer than a warp, a run longer than the solution ring (its rows read rows
-// that left the ring), runs whose rows read most rows of their piece and many before it, n = 1; double and
-// single precision, lower and upper, 1, 3 and 8 right-hand sides, 20 solves on a plan, new values.
+// that left the ring), runs whose rows read most rows of their piece and many before it, pieces too large
+// to stage whose rows read rows that left the ring (20,000 rows before them), n = 1; double and single
+// precision, lower and upper, 1, 3 and 8 right-hand sides, 20 solves on a plan, new values.
 TEST(Sptrsv, LevelBlockRunsOfSingleRowLevels) {
   SPADE_REQUIRE_GPU();
+  std::vector<int> far_runs(100, 200);
+  far_runs.insert(far_runs.end(), {-64, -40});
   const std::vector<SparseMatrix> patterns = {
       levels_and_runs({-5, 400, -2, 300, -1, 200, 1, 250, -700, 33, -3}, 3, 21),
       levels_and_runs({500, -300, 64, -40}, 60, 22),
       levels_and_runs({-2, 200, -40000, 7}, 2, 23),
       levels_and_runs({-1}, 0, 24),
-      levels_and_runs({300, -33, 100, -64, 5, -3, -97}, 200, 25)};
+      levels_and_runs({300, -33, 100, -64, 5, -3, -97}, 200, 25),
+      levels_and_runs(far_runs, 2, 26, 100)};
   for (std::size_t pi = 0; pi < patterns.size(); ++pi) {
     SCOPED_TRACE("pattern " + std::to_string(pi));
     const Triangle t = make_triangle(patterns[pi], 60 + pi);
