@@ -88,7 +88,10 @@ enum class SptrsvAlgorithm {
                 ///< 2013's in-kernel synchronization); for narrow levels, where every hand-off between SMs
                 ///< costs more than a level's work. Levels of at most 300 rows on average that fit in
                 ///< shared memory are copied there ahead of their turn (cp.async, a multistage pipeline);
-                ///< wider ones are read into registers ahead. Several right-hand sides run one thread
+                ///< wider ones are read into registers ahead. In the first case, where they remove an
+                ///< eighth of the levels, runs of single-row levels (a factor's supernodes) are solved as
+                ///< chain pieces of up to 32 rows, each one warp's forward substitution
+                ///< (kernels/sptrsv_block.cu). Several right-hand sides run one thread
                 ///< block each, side by side on separate SMs, in about the time of one. Holds a second
                 ///< copy of the triangle as fused_level does, and a third, packed by level, for the copies
   cluster,      ///< "cluster": the level sets (Li 2017) of the rows renumbered in level order, each level split
@@ -243,7 +246,8 @@ SptrsvAutoChoice sptrsv_auto_rule(const SptrsvShape& shape, const SptrsvDeviceMo
 /// 3.26 (geometric means of the evaluation in docs/benchmarks/sptrsv.md), others 2.0.
 double sptrsv_several_over_one(SptrsvAlgorithm algorithm);
 
-/// The longest row (off-diagonal entries) that auto still gives to one thread block (level_block).
+/// The longest row (off-diagonal entries) that auto still predicts for one thread block (level_block)
+/// without timing it.
 constexpr index_t kSptrsvOneBlockLongestRow = 512;
 /// The widest level (rows) that auto still gives to one thread block (level_block). In the evaluation
 /// (docs/benchmarks/sptrsv.md) level_block ran 1.17-1.85 times behind levr on sherman3, rajat01 and gemat12 (widest levels
