@@ -43,15 +43,16 @@
 // the kernel cannot hang.
 //
 // Chains. A run of single-row levels (a Cholesky factor's supernodes, the dense tail of a structural
-// triangle) would cost a level a row, each a chain of dependent instructions of about 1,500 cycles on the
-// H100 (docs/benchmarks/sptrsv.md, "Where level_block's time goes"). The plan cuts such runs into pieces of
+// triangle) would cost a level a row, each a chain of dependent instructions (docs/benchmarks/sptrsv.md,
+// "Where level_block's time goes"). The plan cuts such runs into pieces of
 // up to a warp's rows (level_pack_levels), each packed as one level: its rows' sums over columns before the
 // piece, a warp a row, then (after a barrier of the solving warps) the entries among its rows, which one
 // warp applies by forward substitution, lane i holding row i, each solved value a shuffle and one
 // multiply-add per lane as in the dense kernels (kernels/dense_trsv.cuh; J. D. Hogg, SISC 2013): no
-// reduction and no block barrier a row. Only packs with chains run the kernel that solves them: it costs
-// about 5% more a level (H100: 4elt_lap, bcsstk14, bcsstk16, each with one or two short runs), so the plan
-// packs chains only where they remove at least kChainMinSaving of the levels (level_pack_levels).
+// reduction and no block barrier a row. Only packs with chains run the kernel that solves them: it spends
+// more on every level, not only on the chains (docs/benchmarks/sptrsv.md, "Chains of single-row levels as
+// one warp's forward substitution"), so the plan packs chains only where they remove at least
+// kChainMinSaving of the levels (level_pack_levels).
 //
 // Many right-hand sides: a thread block per right-hand side, each on its own SM walking every level with
 // its own copies of the levels (block_column). A level's cost is its chain of dependent instructions, not

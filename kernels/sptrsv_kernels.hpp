@@ -346,7 +346,7 @@ constexpr int kChainRows = 32;
 constexpr int kChainMinRun = 3;
 
 /// The share of the levels that chains must remove (a piece of k rows: k - 1) for a pack to have them:
-/// the kernel that solves chains costs about 5% more a level (kernels/sptrsv_block.cu).
+/// the kernel that solves chains spends more on every level (kernels/sptrsv_block.cu).
 constexpr double kChainMinSaving = 0.125;
 
 /// level_block's packed levels for the level sets level_ptr (host, levels + 1 entries): each level as it is,

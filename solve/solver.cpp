@@ -32,7 +32,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 /// Polls `done` for up to a millisecond and says whether it came true. The plan's thread and the caller
 /// poll before they sleep: at the end of a small factorization the uploads arrive, and the plan is ready,
-/// within less than a millisecond, and a sleeping thread's wake-up took 10-40 us each time
+/// within less than a millisecond, and polling keeps a sleeping thread's wake-up off that path
 /// (docs/benchmarks/solve.md). Each has a processor of its own then (FactorOptions::processors_left).
 template <typename Done>
 bool poll_briefly(Done done) {
