@@ -1,13 +1,11 @@
 // The sparse triangular-solve plan: the analysis every algorithm shares (validation, the internal lower
 // form, statistics, level sets, the level-ordered part), one state per algorithm family built on it (levr's
 // pieces, in-degrees, row chunks, packed levels, cluster's layout, each with its own device memory), the
-// choice of `auto` and its trials, and the one dispatch of a solve's passes to their states' kernels
-// (kernels/sptrsv_*.cu). Contract in include/spade/sptrsv.hpp.
+// choice of `auto` and its trials on the first solves, and the one dispatch of a solve's passes to their
+// states' kernels (kernels/sptrsv_*.cu). Contract in include/spade/sptrsv.hpp.
 #include "spade/sptrsv.hpp"
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <climits>
 #include <cstring>
 #include <exception>
@@ -56,31 +54,43 @@ SptrsvAlgorithm sptrsv_algorithm_from_string(const std::string& name) {
 
 namespace {
 
-/// A start and a stop event that time work on a stream: auto's trial solves.
-class TimingEvents {
+/// The two events around one timed pass of auto's trials (SptrsvPlan::Impl::Trials), recorded on the
+/// solve's stream and read back without waiting once the pass has finished.
+class TrialEvents {
  public:
-  TimingEvents() {
+  TrialEvents() {
     SPADE_CUDA_CHECK(cudaEventCreate(&start_));
     if (const cudaError_t status = cudaEventCreate(&stop_); status != cudaSuccess) {
       cudaEventDestroy(start_);
       SPADE_CUDA_CHECK(status);
     }
   }
-  ~TimingEvents() {
+  ~TrialEvents() {
     cudaEventDestroy(start_);
     cudaEventDestroy(stop_);
   }
-  TimingEvents(const TimingEvents&) = delete;
-  TimingEvents& operator=(const TimingEvents&) = delete;
+  TrialEvents(const TrialEvents&) = delete;
+  TrialEvents& operator=(const TrialEvents&) = delete;
 
-  /// Records the events around `work` (which enqueues on `stream`), waits for the stop event, and returns
-  /// the time between them in microseconds.
+  /// Records the events around `work` (which enqueues on `stream`).
   template <typename Work>
-  double microseconds(cudaStream_t stream, Work&& work) {
+  void record(cudaStream_t stream, Work&& work) {
     SPADE_CUDA_CHECK(cudaEventRecord(start_, stream));
     work();
     SPADE_CUDA_CHECK(cudaEventRecord(stop_, stream));
-    SPADE_CUDA_CHECK(cudaEventSynchronize(stop_));
+  }
+  /// Whether the timed work has finished; never waits.
+  bool finished() const {
+    const cudaError_t status = cudaEventQuery(stop_);
+    if (status == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // not an error: leave no trace of it for the next launch's check
+      return false;
+    }
+    SPADE_CUDA_CHECK(status);
+    return true;
+  }
+  /// The time between the events (the work must have finished), in microseconds.
+  double microseconds() const {
     float ms = 0;
     SPADE_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
     return double(ms) * 1e3;
@@ -97,7 +107,8 @@ class TimingEvents {
 /// A solve allocates nothing (a stream being captured would record a graph allocation). The destructor
 /// frees without waiting for the device: its owner makes sure that no work still reads the slab (the plan
 /// waits for its own last solve, SptrsvPlan::Impl::~Impl); pool memory goes back stream-ordered on the
-/// legacy default stream, cudaMalloc's through cudaFree (which itself waits for the device).
+/// legacy default stream (or on a given stream, release), cudaMalloc's through cudaFree (which itself
+/// waits for the device).
 class Slab {
  public:
   template <typename U>
@@ -128,12 +139,15 @@ class Slab {
     std::swap(pooled_, o.pooled_);
     return *this;
   }
-  ~Slab() {
+  ~Slab() { release(nullptr); }
+  /// Frees now, stream-ordered on `stream` (after the work enqueued there before) where pooled.
+  void release(cudaStream_t stream) {
     if (base_ == nullptr) return;
     if (pooled_)
-      cudaFreeAsync(base_, nullptr);
+      cudaFreeAsync(base_, stream);
     else
       cudaFree(base_);
+    base_ = nullptr;
   }
 
  private:
@@ -159,6 +173,11 @@ class SyncOnThrow {
   int exceptions_;
 };
 
+/// The most states an auto plan builds: its picks for one and for several right-hand sides, the trial
+/// candidates and fused (SptrsvAutoChoice); each that loses auto's trials leaves its solves' status in a
+/// slot of its own (Control::retired).
+constexpr int kMaxStates = 2 + kSptrsvMaxTrials + 1;
+
 /// Device-side words the analysis reports through, read back in one copy; tickets and status are those of
 /// the level analysis' kernels (each algorithm's solves have their own, SolveWords).
 struct Control {
@@ -173,6 +192,7 @@ struct Control {
   int nitems;            // the chunked kernels' build: work items
   int tickets[2];
   kernels::DeviceStatus status;
+  kernels::DeviceStatus retired[kMaxStates];  // the solves' status of the states that lost auto's trials
 };
 
 /// The device words of one algorithm's solves: its work tickets and the first failure of a spin-wait.
@@ -266,10 +286,10 @@ struct Analysis {
   /// at the first call (from `index`, which must be CSR, and the level sets), in an allocation of its own.
   const Part<T>& level_ordered(cudaStream_t stream);
   bool has_level_order() const { return level_order_.has_value(); }
-  /// Frees the level-ordered part; no work may still read it.
-  void release_level_order() {
+  /// Frees the level-ordered part stream-ordered on `stream`: no work enqueued later may read it.
+  void release_level_order(cudaStream_t stream) {
     level_order_.reset();
-    level_order_memory_ = Slab();
+    level_order_memory_.release(stream);
   }
   ks::LowerPart<T> lower(const Part<T>& p) const { return {stats.n, p.ptr, p.ind, p.val, p.diag, reversed, p.perm}; }
   ks::Schedule schedule() const { return {control->tickets, &control->status}; }
@@ -525,6 +545,8 @@ struct StateBase {
   }
   /// update_values(), after the values of L changed (level_block packs them again).
   void refresh(cudaStream_t) {}
+  /// Frees the state's memory stream-ordered on `stream` (auto's trials, for a loser).
+  void release(cudaStream_t stream) { memory.release(stream); }
 };
 
 /// levr (Li 2017): a launch per level on CSR, recorded as CUDA graphs (one per pass width) at the first
@@ -821,6 +843,10 @@ struct LevelBlock : StateBase<T> {
     ks::solve_level_block(pack, this->L, level_ptr, y[w], rhs, stream);
   }
   void refresh(cudaStream_t stream) { ks::level_pack_fill(this->L, pack.nlev, levels, offsets, desc, bytes, stream); }
+  void release(cudaStream_t stream) {
+    data.release(stream);
+    StateBase<T>::release(stream);
+  }
 };
 
 /// cluster: each level of the level-ordered part split over the 16 thread blocks of a cluster (compute
@@ -950,6 +976,24 @@ std::shared_ptr<AlgorithmState<T>> make_state(Analysis<T>& a, SptrsvAlgorithm al
   throw InvalidInput("sparse triangular solve: no state for algorithm " + std::string(to_string(algorithm)));
 }
 
+/// auto's trials for one pass width (w = 0: one right-hand side, 1: passes of several): candidates, each
+/// running two passes of the plan's own solves in turn, the second timed; once every timed pass has
+/// finished, the fastest runs that width. An entrant with a prediction competes with it instead of a pass
+/// (levr, whose first pass records its graph).
+template <typename T>
+struct Trials {
+  struct Entrant {
+    std::shared_ptr<AlgorithmState<T>> state;
+    double predicted_us = -1;             // >= 0: not timed, this prediction competes
+    bool warm = false;                    // its untimed pass has been enqueued
+    std::unique_ptr<TrialEvents> events;  // its timed pass, once enqueued
+  };
+  std::vector<Entrant> entrants;  // empty: no trial open at this width
+  std::size_t next = 0;           // the first entrant not yet timed
+
+  bool open() const { return !entrants.empty(); }
+};
+
 }  // namespace
 
 template <typename T>
@@ -961,6 +1005,13 @@ struct SptrsvPlan<T>::Impl {
   // The states that run the passes of one right-hand side and of several (null without several_rhs); one
   // object where both run the same algorithm.
   std::shared_ptr<State> one, several;
+  // auto: the trials of each width still open; after those of one right-hand side, passes of several
+  // try the winner where the rule listed trial candidates (several_follows).
+  Trials<T> trials[2];
+  bool several_follows = false;
+  std::vector<std::shared_ptr<State>> built;  // auto with trials: every state built, until it is retired
+  // The states retired after losing a trial, by their slot in Control::retired: algorithm and level order.
+  std::vector<std::pair<SptrsvAlgorithm, const std::int32_t*>> retired;
   cudaEvent_t last_solve = nullptr;  // recorded after every solve outside a stream capture
 
   Impl() = default;
@@ -973,25 +1024,30 @@ struct SptrsvPlan<T>::Impl {
     cudaEventDestroy(last_solve);
   }
 
-  /// The distinct states that run passes.
+  /// The distinct states that run passes or may still run one (the open trials' entrants).
   std::vector<State*> states() const {
-    std::vector<State*> out{one.get()};
-    if (several != nullptr && several != one) out.push_back(several.get());
+    std::vector<State*> out;
+    auto add = [&](State* s) {
+      if (s != nullptr && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+    };
+    add(one.get());
+    add(several.get());
+    for (const Trials<T>& t : trials)
+      for (const typename Trials<T>::Entrant& e : t.entrants) add(e.state.get());
     return out;
   }
 
   void build(const DeviceTriangle<T>& a, const SptrsvOptions& options, cudaStream_t stream);
   void choose_automatic(const SptrsvOptions& options, cudaStream_t stream);
-  bool fused_beats(State& fused, double levr_us, cudaStream_t stream);
-  double time_pass(State& state, const T* b, T* x, int w, TimingEvents& events, cudaStream_t stream);
-  void measure(const SptrsvOptions& options, double analysis_ms, cudaStream_t stream);
+  void open_trials(const SptrsvOptions& options, cudaStream_t stream);
+  void pass(const ks::RhsPass<T>& rhs, int w, bool capturing, cudaStream_t stream);
+  void decide(int w, cudaStream_t stream);
+  void retire_losers(cudaStream_t stream);
   SolveWords read_words(State& state, cudaStream_t stream);
-  void throw_if_stalled(State& state, cudaStream_t stream);
 };
 
 template <typename T>
 void SptrsvPlan<T>::Impl::build(const DeviceTriangle<T>& a, const SptrsvOptions& options, cudaStream_t stream) {
-  const auto begin = std::chrono::steady_clock::now();
   several_rhs = options.several_rhs;
   analysis.analyse(a, options, stream);
   if (options.algorithm == SptrsvAlgorithm::automatic) {
@@ -1004,9 +1060,6 @@ void SptrsvPlan<T>::Impl::build(const DeviceTriangle<T>& a, const SptrsvOptions&
     if (several_rhs) several = one;
   }
   SPADE_CUDA_CHECK(cudaEventCreateWithFlags(&last_solve, cudaEventDisableTiming));
-  if (options.algorithm == SptrsvAlgorithm::automatic && !choice.trials.empty() && analysis.stats.n > 0)
-    measure(options, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count(),
-            stream);
 }
 
 template <typename T>
@@ -1043,42 +1096,129 @@ void SptrsvPlan<T>::Impl::choose_automatic(const SptrsvOptions& options, cudaStr
   }
   if (cluster != nullptr && cluster != one && cluster != several)  // unused: let its build finish first
     SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
-  if (choice.try_fused && st.n > 0) {
-    std::shared_ptr<State> fused =
-        make_state(analysis, SptrsvAlgorithm::fused, false, options.fusion_threshold, false, stream);
-    if (fused_beats(*fused, choice.levr_us, stream)) one = fused;
-  }
-}
-
-/// Fills the `count` values of a timed trial's right-hand side with every byte 0x3F (0.49 in double, 0.75
-/// in single). Not zero: a zero right-hand side slows the polling kernels (fused_level, thread) but not
-/// level_block (docs/benchmarks/sptrsv.md, issue 30's fourth round), which would tilt auto's trials
-/// against them.
-template <typename T>
-void fill_trial_rhs(T* b, std::size_t count, cudaStream_t stream) {
-  SPADE_CUDA_CHECK(cudaMemsetAsync(b, 0x3F, sizeof(T) * count, stream));
+  if (st.n > 0 && (!choice.trials.empty() || choice.try_fused)) open_trials(options, stream);
 }
 
 template <typename T>
-bool SptrsvPlan<T>::Impl::fused_beats(State& fused, double levr_us, cudaStream_t stream) {
-  // One fused solve of the trial right-hand side, timed with events; a second one only where the first
-  // lost, which may have paid the loading of the kernel's module.
-  const index_t n = analysis.stats.n;
-  Slab trial;
-  const auto o_b = trial.add<T>(std::size_t(n)), o_x = trial.add<T>(std::size_t(n));
-  trial.allocate(stream);
-  const SyncOnThrow guard(stream);
-  T* b = trial.at<T>(o_b);
-  fill_trial_rhs(b, std::size_t(n), stream);
-  TimingEvents events;
-  const ks::RhsPass<T> rhs{b, n, trial.at<T>(o_x), n, 1};
-  bool faster = false;
-  for (int attempt = 0; attempt < 2 && !faster; ++attempt) {
-    const double us = events.microseconds(stream, [&] { solve_pass(fused, rhs, 0, stream); });
-    faster = us < levr_us;
+void SptrsvPlan<T>::Impl::open_trials(const SptrsvOptions& options, cudaStream_t stream) {
+  // The entrants of the trials of one right-hand side, built here so that no solve allocates: the plan's
+  // own pick, timed where the rule lists it and competing with its prediction otherwise (levr, or a
+  // fallback), then the rule's other trial candidates, or fused where it asks to time fused against
+  // levr. Each entrant runs one of the first solves (docs/benchmarks/sptrsv.md, "Trials on the first
+  // solves": in the analysis they cost more than cuSPARSE's whole analysis on short triangles).
+  auto predicted = [&](SptrsvAlgorithm alg) {
+    for (const SptrsvPrediction& p : choice.predicted)
+      if (p.algorithm == alg) return p.us;
+    return alg == SptrsvAlgorithm::levr ? choice.levr_us : std::numeric_limits<double>::infinity();
+  };
+  Trials<T>& t = trials[0];
+  const SptrsvAlgorithm own = algorithm_of(*one);
+  const bool own_timed = own != SptrsvAlgorithm::levr &&
+                         std::find(choice.trials.begin(), choice.trials.end(), own) != choice.trials.end();
+  t.entrants.push_back({one, own_timed ? -1.0 : predicted(own), false, nullptr});
+  for (SptrsvAlgorithm a : choice.trials) {
+    if (a == own || a == choice.one) continue;  // choice.one is not own where cluster's layout did not fit
+    std::shared_ptr<State> candidate = make_state(analysis, a, false, options.fusion_threshold, several_rhs, stream);
+    if (candidate != nullptr) t.entrants.push_back({candidate, -1.0, false, nullptr});
   }
-  throw_if_stalled(fused, stream);
-  return faster;
+  if (choice.try_fused)
+    t.entrants.push_back(
+        {make_state(analysis, SptrsvAlgorithm::fused, false, options.fusion_threshold, false, stream), -1.0, false,
+         nullptr});
+  several_follows = !choice.trials.empty() && several_rhs;
+  for (const auto& e : t.entrants) built.push_back(e.state);  // distinct: one, then candidates built here
+  if (several != nullptr && several != one) built.push_back(several);
+  analysis.stats.auto_candidates = static_cast<int>(t.entrants.size());
+  if (t.entrants.size() == 1) t.entrants.clear();  // nothing to compare: the own pick runs
+}
+
+template <typename T>
+void SptrsvPlan<T>::Impl::pass(const ks::RhsPass<T>& rhs, int w, bool capturing, cudaStream_t stream) {
+  // Where a trial of this width is open (never inside a stream capture, where nothing can be timed), the
+  // next entrant runs the pass: its first untimed, as it may pay what later solves do not (CUDA loads a
+  // kernel's module at its first launch; its data may come from device memory rather than the L2 cache;
+  // timing each candidate's first solve, auto kept fused_level on tomography_Lt where thread solves 1.19x
+  // faster, docs/benchmarks/sptrsv.md), its second timed. Once all are timed, each pass asks (without
+  // waiting) whether they have finished.
+  Trials<T>& t = trials[w];
+  if (t.open() && !capturing) {
+    while (t.next < t.entrants.size() && t.entrants[t.next].predicted_us >= 0) ++t.next;
+    if (t.next < t.entrants.size()) {
+      typename Trials<T>::Entrant& e = t.entrants[t.next];
+      State& s = *e.state;
+      if (!e.warm) {
+        e.warm = true;
+        solve_pass(s, rhs, w, stream);
+        return;
+      }
+      e.events = std::make_unique<TrialEvents>();
+      e.events->record(stream, [&] { solve_pass(s, rhs, w, stream); });
+      ++t.next;
+      ++analysis.stats.auto_trials;
+      return;
+    }
+    decide(w, stream);
+  }
+  solve_pass(w == 0 ? *one : *several, rhs, w, stream);
+}
+
+template <typename T>
+void SptrsvPlan<T>::Impl::decide(int w, cudaStream_t stream) {
+  // The fastest entrant (the first of equals) runs this width from now on. Where it takes over one
+  // right-hand side from another pick, passes of several try it too, against their own pick unless that is
+  // levr (never timed: its first pass records a graph); the winner alone takes them over from levr.
+  Trials<T>& t = trials[w];
+  for (const typename Trials<T>::Entrant& e : t.entrants)
+    if (e.events != nullptr && !e.events->finished()) return;
+  std::shared_ptr<State> winner;
+  double best = std::numeric_limits<double>::infinity();
+  for (const typename Trials<T>::Entrant& e : t.entrants) {
+    const double us = e.events != nullptr ? e.events->microseconds() : e.predicted_us;
+    if (us < best) best = us, winner = e.state;
+  }
+  t.entrants.clear();
+  t.next = 0;
+  if (w == 0) {
+    if (several_follows && winner != one) {
+      Trials<T>& s = trials[1];
+      if (several != winner && algorithm_of(*several) != SptrsvAlgorithm::levr)
+        s.entrants.push_back({several, -1.0, false, nullptr});
+      s.entrants.push_back({winner, -1.0, false, nullptr});
+      if (s.entrants.size() == 1) {
+        s.entrants.clear();
+        several = winner;
+      }
+    }
+    one = winner;
+  } else {
+    several = winner;
+  }
+  retire_losers(stream);
+}
+
+template <typename T>
+void SptrsvPlan<T>::Impl::retire_losers(cudaStream_t stream) {
+  // A state that no pick and no open trial holds any more: its solves' status goes to a retired slot for
+  // check(), its memory back stream-ordered on `stream`. Its passes have finished (their events were
+  // read); the caller orders solves on different streams, so nothing enqueued before reads it either.
+  const std::vector<State*> live = states();
+  for (auto it = built.begin(); it != built.end();) {
+    State& s = **it;
+    if (std::find(live.begin(), live.end(), &s) != live.end()) {
+      ++it;
+      continue;
+    }
+    const std::size_t slot = retired.size();  // below kMaxStates: each state built retires once
+    SPADE_CUDA_CHECK(cudaMemcpyAsync(&analysis.control->retired[slot], &base_of(s).words->status,
+                                     sizeof(kernels::DeviceStatus), cudaMemcpyDeviceToDevice, stream));
+    retired.emplace_back(algorithm_of(s), base_of(s).L.perm);
+    std::visit([&](auto& state) { state.release(stream); }, s);
+    it = built.erase(it);
+  }
+  // The level-ordered part, where only losers ran on it.
+  if (analysis.has_level_order() &&
+      std::none_of(live.begin(), live.end(), [](State* s) { return base_of(*s).L.perm != nullptr; }))
+    analysis.release_level_order(stream);
 }
 
 template <typename T>
@@ -1087,106 +1227,6 @@ SolveWords SptrsvPlan<T>::Impl::read_words(State& state, cudaStream_t stream) {
   SPADE_CUDA_CHECK(cudaMemcpyAsync(&w, base_of(state).words, sizeof(w), cudaMemcpyDeviceToHost, stream));
   SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
   return w;
-}
-
-template <typename T>
-void SptrsvPlan<T>::Impl::throw_if_stalled(State& state, cudaStream_t stream) {
-  const SolveWords w = read_words(state, stream);
-  if (w.status.code != kernels::kStatusOk)
-    throw NumericalError(NumericalError::Kind::no_progress, w.status.index,
-                         std::string("sparse triangular solve: auto's trial of ") + to_string(algorithm_of(state)) +
-                             " stopped waiting at unknown " + std::to_string(w.status.index));
-}
-
-/// Whether this process has timed a pass of algorithm `a` (w = 0: one right-hand side, 1: several) in
-/// precision T before this call (the call records that it has).
-template <typename T>
-bool timed_before(SptrsvAlgorithm a, int w) {
-  static std::atomic<bool> seen[2][static_cast<int>(SptrsvAlgorithm::cluster) + 1] = {};
-  return seen[w][static_cast<int>(a)].exchange(true);
-}
-
-template <typename T>
-double SptrsvPlan<T>::Impl::time_pass(State& state, const T* b, T* x, int w, TimingEvents& events,
-                                      cudaStream_t stream) {
-  // One timed pass of the trial right-hand side. w = 0: one right-hand side; w = 1: kRhsPerPass (b and x
-  // hold that many columns of n). An untimed pass first where the process has not run the algorithm
-  // before: the first launch of a kernel loads its module (CUDA's lazy loading), which would count against
-  // that candidate alone. Later plans skip it, which halves the trials' share of their analysis.
-  const index_t n = analysis.stats.n;
-  const ks::RhsPass<T> rhs{b, n, x, n, w == 0 ? 1 : ks::kRhsPerPass};
-  if (!timed_before<T>(algorithm_of(state), w)) solve_pass(state, rhs, w, stream);
-  const double us = events.microseconds(stream, [&] { solve_pass(state, rhs, w, stream); });
-  throw_if_stalled(state, stream);
-  return us;
-}
-
-template <typename T>
-void SptrsvPlan<T>::Impl::measure(const SptrsvOptions& options, double analysis_ms, cudaStream_t stream) {
-  // The rule's trial candidates in its order: this plan's own pick as built, the others each built on the
-  // same analysis. The fastest measured solve of one right-hand side runs one (levr, never timed, competes
-  // with its prediction). Several are judged on passes of kRhsPerPass: a winner other than the own pick is
-  // timed on such a pass and runs them unless the own pick for several was timed as level_block (a block
-  // per right-hand side, a pass of 8 in the time of one) and is faster. Predictions do not compete for
-  // several here: on these triangles level_block's and levr's predictions fell well short of the measured
-  // passes, and the ratio of a pass of 8 to one of the fused kernels varies widely from one triangle to
-  // the next (docs/benchmarks/sptrsv.md).
-  using Clock = std::chrono::steady_clock;
-  const auto begin = Clock::now();
-  const auto elapsed_ms = [&] { return std::chrono::duration<double, std::milli>(Clock::now() - begin).count(); };
-  const double budget_ms = kSptrsvTrialBudget * analysis_ms;
-  auto predicted = [&](SptrsvAlgorithm alg) {
-    for (const SptrsvPrediction& p : choice.predicted)
-      if (p.algorithm == alg) return p.us;
-    return std::numeric_limits<double>::infinity();
-  };
-  const SptrsvAlgorithm own = algorithm_of(*one);
-  const bool own_timed = std::find(choice.trials.begin(), choice.trials.end(), own) != choice.trials.end();
-  double best_one = own_timed ? std::numeric_limits<double>::infinity() : predicted(own);
-  double best_several = std::numeric_limits<double>::infinity();
-  std::shared_ptr<State> winner;  // the state whose measured solve of one is best_one (null: the prediction)
-  const index_t n = analysis.stats.n;
-  const std::size_t columns = several_rhs ? ks::kRhsPerPass : 1;
-  Slab buffers;
-  const auto o_b = buffers.add<T>(columns * n), o_x = buffers.add<T>(columns * n);
-  buffers.allocate(stream);
-  const SyncOnThrow guard(stream);
-  T* b = buffers.at<T>(o_b);
-  T* x = buffers.at<T>(o_x);
-  fill_trial_rhs(b, columns * n, stream);
-  TimingEvents events;
-  for (SptrsvAlgorithm t : choice.trials) {
-    if (elapsed_ms() >= budget_ms) break;
-    std::shared_ptr<State> candidate;
-    if (t == own)
-      candidate = one;
-    else if (t == choice.one)
-      continue;  // cluster's layout did not fit: its fallback runs here
-    else
-      candidate = make_state(analysis, t, false, options.fusion_threshold, several_rhs, stream);
-    if (candidate == nullptr) continue;
-    const SyncOnThrow timing(stream);  // a failed launch leaves the candidate's build and solves in flight
-    const double us = time_pass(*candidate, b, x, 0, events, stream);
-    ++analysis.stats.auto_trials;
-    if (candidate == one && t == SptrsvAlgorithm::level_block && several == one) best_several = us;
-    if (us < best_one) {
-      best_one = us;
-      winner = candidate;
-    }
-    // A loser's memory goes back here: its timed solves have finished (their stop event was waited for).
-  }
-  if (winner != nullptr && winner != one) {
-    if (several_rhs && time_pass(*winner, b, x, 1, events, stream) < best_several) several = winner;
-    one = winner;
-  }
-  // The level-ordered part, where only losers ran on it.
-  if (analysis.has_level_order() && base_of(*one).L.perm == nullptr &&
-      (several == nullptr || base_of(*several).L.perm == nullptr)) {
-    SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
-    analysis.release_level_order();
-  }
-  analysis.stats.auto_trial_ms = elapsed_ms();
-  // The trials' solves have finished: their buffers free themselves here.
 }
 
 template <typename T>
@@ -1218,6 +1258,12 @@ SptrsvAlgorithm SptrsvPlan<T>::algorithm(int nrhs) const {
   return algorithm_of(nrhs > 1 && p.several != nullptr ? *p.several : *p.one);
 }
 template <typename T>
+bool SptrsvPlan<T>::choosing(int nrhs) const {
+  const Impl& p = *impl_;
+  if (nrhs <= 1 || !p.several_rhs) return p.trials[0].open();
+  return p.trials[1].open() || (p.trials[0].open() && p.several_follows);
+}
+template <typename T>
 const SptrsvStats& SptrsvPlan<T>::stats() const {
   return impl_->analysis.stats;
 }
@@ -1235,17 +1281,18 @@ void SptrsvPlan<T>::solve(const T* b, index_t ldb, T* x, index_t ldx, int nrhs, 
   if (nrhs > 1 && !p.several_rhs)
     throw InvalidInput("sparse triangular solve: nrhs = " + std::to_string(nrhs) +
                        " on a plan built with SptrsvOptions::several_rhs = false");
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  SPADE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  const bool capturing = capture != cudaStreamCaptureStatusNone;
   for (int first = 0; first < nrhs; first += ks::kRhsPerPass) {
     const int nr = nrhs == 1 ? 1 : std::min(ks::kRhsPerPass, nrhs - first);
     const int w = nr == 1 ? 0 : 1;
     const ks::RhsPass<T> rhs{b + std::int64_t(first) * ldb, ldb, x + std::int64_t(first) * ldx, ldx, nr};
-    solve_pass(w == 0 ? *p.one : *p.several, rhs, w, stream);
+    p.pass(rhs, w, capturing, stream);
   }
   // The destructor waits for this event: outside a capture only (a captured solve runs when the caller
   // launches the graph, which must not outlive the plan).
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  SPADE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
-  if (capturing == cudaStreamCaptureStatusNone) SPADE_CUDA_CHECK(cudaEventRecord(p.last_solve, stream));
+  if (!capturing) SPADE_CUDA_CHECK(cudaEventRecord(p.last_solve, stream));
 }
 
 SptrsvDeviceModel SptrsvDeviceModel::current() {
@@ -1257,23 +1304,37 @@ SptrsvDeviceModel SptrsvDeviceModel::current() {
 
 template <typename T>
 void SptrsvPlan<T>::check(cudaStream_t stream) {
-  // Each state that runs passes reports through its own words; every one that gave up is restored, the
-  // first is thrown.
+  // Each state that runs passes reports through its own words, each one retired after losing auto's
+  // trials through its slot among the control words; every one that gave up is restored, the first is
+  // thrown.
   Impl& p = *impl_;
   std::int64_t unknown = -1;
   SptrsvAlgorithm failed = SptrsvAlgorithm::automatic;
+  auto report = [&](const kernels::DeviceStatus& status, const std::int32_t* perm, SptrsvAlgorithm algorithm) {
+    if (unknown >= 0) return;
+    index_t internal = status.index;
+    if (perm != nullptr)
+      SPADE_CUDA_CHECK(cudaMemcpy(&internal, perm + internal, sizeof(internal), cudaMemcpyDeviceToHost));
+    unknown = p.analysis.reversed ? p.analysis.stats.n - 1 - internal : internal;
+    failed = algorithm;
+  };
   for (typename Impl::State* state : p.states()) {
     const SolveWords w = p.read_words(*state, stream);
     if (w.status.code == kernels::kStatusOk) continue;
     std::visit([&](auto& s) { s.reset(p.analysis.spin_limit, stream); }, *state);
     SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
-    if (unknown >= 0) continue;
-    index_t internal = w.status.index;
-    const std::int32_t* perm = base_of(*state).L.perm;
-    if (perm != nullptr)
-      SPADE_CUDA_CHECK(cudaMemcpy(&internal, perm + internal, sizeof(internal), cudaMemcpyDeviceToHost));
-    unknown = p.analysis.reversed ? p.analysis.stats.n - 1 - internal : internal;
-    failed = algorithm_of(*state);
+    report(w.status, base_of(*state).L.perm, algorithm_of(*state));
+  }
+  if (!p.retired.empty()) {
+    const Control c = p.analysis.read_control(stream);
+    for (std::size_t k = 0; k < p.retired.size(); ++k) {
+      if (c.retired[k].code == kernels::kStatusOk) continue;
+      const kernels::DeviceStatus ok{};
+      SPADE_CUDA_CHECK(
+          cudaMemcpyAsync(&p.analysis.control->retired[k], &ok, sizeof(ok), cudaMemcpyHostToDevice, stream));
+      SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+      report(c.retired[k], p.retired[k].second, p.retired[k].first);
+    }
   }
   if (unknown >= 0)
     throw NumericalError(NumericalError::Kind::no_progress, unknown,
@@ -1294,7 +1355,12 @@ void SptrsvPlan<T>::set_spin_limit(long long polls) {
 
 template <typename T>
 int* SptrsvPlan<T>::device_tickets_for_testing() const {
-  return base_of(*impl_->one).words->tickets;
+  // While auto's trials of one right-hand side are open, the next entrant to time runs the next solve.
+  const Impl& p = *impl_;
+  const Trials<T>& t = p.trials[0];
+  for (std::size_t k = t.next; k < t.entrants.size(); ++k)
+    if (t.entrants[k].predicted_us < 0) return base_of(*t.entrants[k].state).words->tickets;
+  return base_of(*p.one).words->tickets;
 }
 
 template <typename T>

@@ -805,9 +805,10 @@ SparseMatrix chain_with_long_rows(index_t n, int wide, std::uint64_t seed) {
 }
 
 // auto's measured choice: a chain of 6,000 levels with rows of 300 entries every 997 rows, where the rule
-// asks for trials; the analysis times at least one candidate, keeps a choice the rule allows, and the
+// asks for trials; the analysis builds the candidates, its first solves time them (each one right), the
+// plan stops choosing within two solves a candidate plus one, keeps a choice the rule allows, and the
 // winners' solves are right for 1, 8 and 9 right-hand sides, before and after new values, with check().
-TEST(Sptrsv, AutoTimesCandidatesOnLongRows) {
+TEST(Sptrsv, AutoTimesCandidatesOnItsFirstSolves) {
   SPADE_REQUIRE_GPU();
   const SparseMatrix chain = chain_with_long_rows(6000, 300, 7);
   const Triangle first = make_triangle(chain, 51), second = make_triangle(chain, 52);
@@ -818,9 +819,22 @@ TEST(Sptrsv, AutoTimesCandidatesOnLongRows) {
     SptrsvPlan<double> plan(m1.view);
     // The orientation decides whether the long lines are rows of the internal lower triangle.
     const bool long_rows = plan.stats().max_nnz_per_row > kSptrsvLongRow && plan.stats().levels >= kSptrsvTrialLevels;
-    if (long_rows) EXPECT_GE(plan.stats().auto_trials, 1) << describe(SptrsvAlgorithm::automatic, v, 1);
-    timed = timed || plan.stats().auto_trials > 0;
-    EXPECT_GE(plan.stats().auto_trial_ms, 0.0);
+    const int candidates = plan.stats().auto_candidates;
+    if (long_rows) {
+      EXPECT_GE(candidates, 2) << describe(SptrsvAlgorithm::automatic, v, 1);
+      EXPECT_TRUE(plan.choosing(1)) << describe(SptrsvAlgorithm::automatic, v, 1);
+    }
+    EXPECT_EQ(plan.stats().auto_trials, 0) << "the analysis times nothing";
+    timed = timed || plan.choosing(1);
+    for (int nrhs : {1, 8}) {
+      // An untimed and a timed solve a candidate (two candidates for several), and one that finds them
+      // finished (check_solves' check() waits for each).
+      const int solves = 2 * std::max(candidates, 2) + 1;
+      check_solves(plan, first, v, nrhs, solves, describe(plan.algorithm(nrhs), v, nrhs) + " while choosing");
+      EXPECT_FALSE(plan.choosing(nrhs)) << describe(SptrsvAlgorithm::automatic, v, nrhs) << " after " << solves
+                                        << " solves";
+    }
+    if (long_rows) EXPECT_GE(plan.stats().auto_trials, candidates > 1 ? 1 : 0);
     expect_rule_choice(plan, describe(SptrsvAlgorithm::automatic, v, 1));
     for (int nrhs : {1, 8, 9}) check_solves(plan, first, v, nrhs, 3, describe(plan.algorithm(nrhs), v, nrhs));
     plan.update_values(m2.val.get());
@@ -830,6 +844,54 @@ TEST(Sptrsv, AutoTimesCandidatesOnLongRows) {
     if (HasFatalFailure()) return;
   }
   EXPECT_TRUE(timed) << "no variant took the measured path";
+}
+
+// Solves captured into a graph time nothing: auto keeps choosing, the graph's solve is right, and the
+// first solve outside the capture times a candidate. New values while choosing reach every candidate.
+TEST(Sptrsv, AutoChoosesOutsideStreamCaptures) {
+  SPADE_REQUIRE_GPU();
+  const SparseMatrix chain = chain_with_long_rows(6000, 300, 8);
+  const Triangle first = make_triangle(chain, 61), second = make_triangle(chain, 62);
+  const Variant v{SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit};
+  const DeviceMatrix<double> m1(first, v), m2(second, v);
+  cudaStream_t stream = nullptr;
+  SPADE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  {
+    SptrsvPlan<double> plan(m1.view, {}, stream);
+    ASSERT_TRUE(plan.choosing(1)) << "the rule asks for no trials on this triangle";
+    const index_t n = first.lower.cols();
+    const std::vector<double> b_host = random_rhs(n, 1, 63);
+    DeviceVector<double> b(b_host), x(static_cast<std::size_t>(n));
+    x.poison();
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    SPADE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    plan.solve(b.get(), x.get(), stream);
+    SPADE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    SPADE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    SPADE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    SPADE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    EXPECT_EQ(plan.stats().auto_trials, 0);
+    EXPECT_TRUE(plan.choosing(1));
+    const std::vector<double> ref = reference_solve(first.lower, false, false, b_host, 1);
+    const std::vector<double> got = x.download();
+    EXPECT_LE(relative_error(got, ref), tolerance<double>(first)) << "captured solve";
+    SPADE_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    SPADE_CUDA_CHECK(cudaGraphDestroy(graph));
+    // New values while choosing, then the trials: every candidate solves with them.
+    plan.update_values(m2.val.get(), stream);
+    const int solves = 2 * plan.stats().auto_candidates + 1;
+    for (int k = 0; k < solves; ++k) {
+      x.poison();
+      plan.solve(b.get(), x.get(), stream);
+      plan.check(stream);
+      const std::vector<double> ref2 = reference_solve(second.lower, false, false, b_host, 1);
+      ASSERT_LE(relative_error(x.download(), ref2), tolerance<double>(second)) << "solve " << k;
+    }
+    EXPECT_GE(plan.stats().auto_trials, 1);
+    EXPECT_FALSE(plan.choosing(1));
+  }
+  SPADE_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
 // The level sets are symbolic: their count and widest level match the host's exactly, from CSR (a pull
@@ -1454,6 +1516,49 @@ TEST(SptrsvErrors, SpinWaitTimeoutIsReported) {
       check_solves(plan, t, v, nrhs, 2, describe(a, v, nrhs) + " after a timeout");
       if (HasFatalFailure()) return;
     }
+}
+
+// A candidate of auto's trials that gave up waiting is reported by check() after it lost and its memory
+// went back: the test hook stalls the timed solve of the second candidate (fused_level or thread, which
+// take work tickets; each candidate runs an untimed solve, then a timed one), which then waits out 2^20
+// polls, far longer than a solve, so another candidate wins; check() reports it once, and the plan solves
+// correctly afterwards.
+TEST(SptrsvErrors, AutoReportsALosingCandidateThatGaveUp) {
+  SPADE_REQUIRE_GPU();
+  const Triangle t = make_triangle(chain_with_long_rows(6000, 300, 9), 64);
+  const Variant v{SparseFormat::csr, TriangleKind::lower, DiagonalKind::non_unit};
+  const DeviceMatrix<double> m(t, v);
+  const index_t n = t.lower.cols();
+  SptrsvPlan<double> plan(m.view);
+  ASSERT_TRUE(plan.choosing(1)) << "the rule asks for no trials on this triangle";
+  ASSERT_GE(plan.stats().auto_candidates, 2);
+  plan.set_spin_limit(1 << 20);
+  DeviceVector<double> b(random_rhs(n, 1, 65)), x(static_cast<std::size_t>(n));
+  for (int k = 0; k < 2 * plan.stats().auto_candidates + 1 && plan.choosing(1); ++k) {
+    if (k == 3) {
+      const int first_ticket = 1;
+      SPADE_CUDA_CHECK(
+          cudaMemcpy(plan.device_tickets_for_testing(), &first_ticket, sizeof(int), cudaMemcpyHostToDevice));
+    }
+    plan.solve(b.get(), x.get());
+    SPADE_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  EXPECT_FALSE(plan.choosing(1));
+  try {
+    plan.check();
+    ADD_FAILURE() << "the stalled candidate was not reported";
+  } catch (const NumericalError& e) {
+    EXPECT_EQ(e.kind(), NumericalError::Kind::no_progress);
+    EXPECT_GE(e.index(), 0);
+    EXPECT_LT(e.index(), n);
+    const std::string what = e.what();
+    EXPECT_TRUE(what.find("(fused_level)") != std::string::npos || what.find("(thread)") != std::string::npos) << what;
+    EXPECT_EQ(what.find(std::string("(") + to_string(plan.algorithm(1)) + ")"), std::string::npos)
+        << "the stalled candidate won: " << what;
+  }
+  EXPECT_NO_THROW(plan.check()) << "reported twice";
+  plan.set_spin_limit(0);
+  check_solves(plan, t, v, 1, 2, "after the stalled candidate lost");
 }
 
 TEST(SptrsvErrors, EntryOutsideTheTriangle) {

@@ -56,16 +56,19 @@ enum class DiagonalKind { non_unit, unit };
 /// The kernel families, each selectable by name (to_string / sptrsv_algorithm_from_string).
 enum class SptrsvAlgorithm {
   automatic,  ///< "auto": the algorithm of smallest predicted time by sptrsv_auto_rule (below), from the
-              ///< triangle's level analysis and the device; on triangles with a few wide levels and many
-              ///< thin ones it also times one fused solve in the analysis and keeps fused where it beats
-              ///< levr's prediction. Where rows are longer than kSptrsvLongRow entries (Cholesky factors,
-              ///< where the level statistics mispredicted by 2-3x: docs/benchmarks/sptrsv.md) the
-              ///< analysis builds and times the rule's trial candidates (SptrsvAutoChoice::trials, within
-              ///< the budget of kSptrsvTrialBudget), each on the triangle it has validated and analysed
-              ///< once, and keeps the fastest for one right-hand side; for several it times that winner on
-              ///< a pass of 8 and keeps it unless its own level_block, timed, is faster; the losers are
-              ///< freed.
-              ///< SptrsvPlan::algorithm(nrhs) tells which algorithm a solve runs
+              ///< triangle's level analysis and the device. Where the rule cannot tell its candidates
+              ///< apart (SptrsvAutoChoice::trials: rows longer than kSptrsvLongRow entries, as in Cholesky
+              ///< factors, where the level statistics mispredicted by 2-3x, docs/benchmarks/sptrsv.md; or
+              ///< try_fused: fused against levr on triangles of a few wide levels and many thin ones) the
+              ///< analysis builds every candidate on the triangle it validated and analysed once, and the
+              ///< plan's first solves time them: the first solves of one right-hand side run each candidate
+              ///< twice in turn, the second solve timed with events on its stream (the first pays what later
+              ///< ones do not: module loading, cold caches); once their solves have finished, the fastest
+              ///< runs one right-hand side from then on and the losers' memory is freed. Where it is not
+              ///< the rule's own pick, the first passes of several right-hand sides then time it against
+              ///< that pick (levr's prediction competes instead of a timed solve). Every solve is a
+              ///< correct solve by one candidate. SptrsvPlan::algorithm(nrhs) tells which algorithm a
+              ///< solve runs once SptrsvPlan::choosing(nrhs) is false
   levr,       ///< "levr": level sets, one launch per level, a warp per row on CSR (Li 2017); rows of at
               ///< most 4 entries several to a warp where no row has more, rows of more than 64 entries split
               ///< into pieces of 64, a warp each (the last piece to finish solves the row, so the order of
@@ -151,8 +154,8 @@ struct SptrsvStats {
   /// r rows counting at most 4096 / r entries; where runs of single-row levels are packed as chain pieces,
   /// a piece counts as a level whose rows hold their entries before the piece (kernels/sptrsv_block.cu).
   int level_block_lanes = 0;
-  int auto_trials = 0;        ///< auto: candidates built and timed in the analysis (0: the rule alone)
-  double auto_trial_ms = 0;   ///< auto: host wall clock of those trials (builds and solves), in the analysis
+  int auto_candidates = 0;  ///< auto: the candidates its first solves time, the own pick included (0: the rule alone)
+  int auto_trials = 0;      ///< auto: the solves timed so far (passes of one right-hand side and of several)
 };
 
 /// What auto's rule reads of a triangle: the statistics of its strictly lower part after the level analysis
@@ -205,12 +208,12 @@ struct SptrsvAutoChoice {
                                                          ///< not fit, or a share of a level takes two passes
   SptrsvAlgorithm several = SptrsvAlgorithm::levr;    ///< runs passes of several right-hand sides
   SptrsvAlgorithm several_fallback = SptrsvAlgorithm::levr;  ///< where `several` is cluster and does not fit
-  /// Time one fused solve in the analysis; keep fused for one right-hand side where it beats levr_us.
+  /// Time fused on one of the first solves; keep it for one right-hand side where it beats levr_us.
   bool try_fused = false;
   double levr_us = 0;
-  /// Where rows are longer than kSptrsvLongRow: the candidates the analysis builds and times, in this
-  /// order (at most kSptrsvMaxTrials; `one` first where it is not levr, whose prediction competes
-  /// instead: timing it would record its CUDA graph). Empty: the predictions decide.
+  /// Where rows are longer than kSptrsvLongRow: the candidates the analysis builds and the first solves
+  /// time, in this order (at most kSptrsvMaxTrials; `one` first where it is not levr, whose prediction
+  /// competes instead: its first solve records its CUDA graph). Empty: the predictions decide.
   std::vector<SptrsvAlgorithm> trials;
   std::vector<SptrsvPrediction> predicted;  ///< every candidate, one right-hand side, fastest first
 };
@@ -223,7 +226,7 @@ struct SptrsvAutoChoice {
 /// and the smallest wins (the per-level costs are the hand-offs of Li 2017's level scheduling and of Hogg
 /// 2013's in-kernel synchronization; the throughput term is the work). level_block is never a candidate
 /// where a level has more than kSptrsvOneBlockWidestLevel rows, nor where a row has more than
-/// kSptrsvOneBlockLongestRow entries unless the analysis times the candidates (below): a level waits for
+/// kSptrsvOneBlockLongestRow entries unless the candidates are timed (below): a level waits for
 /// its longest row, which the prediction does not see. Several right-hand sides: the same predictions times 1.1 (levr), 1.0 (level_block,
 /// a block per right-hand side side by side) and 1.2 (cluster), the 8-over-1 ratios of the v23 tables.
 /// cluster runs one right-hand side only where a 16th of the widest level takes one pass of its block.
@@ -231,13 +234,13 @@ struct SptrsvAutoChoice {
 /// W / (sm_count * sm_entries) at best) but only where the dependencies stay off its critical path, which
 /// the level statistics do not tell: where levr wins above, the widest level holds more than
 /// kSptrsvSkewedLevels times the mean rows per level (many thin levels) and fused's best case beats levr's
-/// prediction, try_fused asks the analysis to time it.
+/// prediction, try_fused asks the first solves to time it.
 /// Rows longer than kSptrsvLongRow (levr splits them into pieces) with a mean row above kSptrsvSplitMeanRow:
 /// levr's cost per level is split_level_us.
 /// There the level statistics mispredict the chunked kernels and do not tell fused_level, thread and fused
 /// apart (4elt_lap_L ran fastest with fused_level, 4elt_lap_Lt with thread: docs/benchmarks/sptrsv.md), so
 /// with at least kSptrsvTrialLevels levels `trials` lists `one` (unless levr), fused_level, thread and
-/// fused, the first kSptrsvMaxTrials distinct ones, for the analysis to time (and try_fused is false).
+/// fused, the first kSptrsvMaxTrials distinct ones, for the first solves to time (and try_fused is false).
 /// Throws InvalidInput for negative sizes.
 SptrsvAutoChoice sptrsv_auto_rule(const SptrsvShape& shape, const SptrsvDeviceModel& device);
 
@@ -256,9 +259,9 @@ constexpr index_t kSptrsvOneBlockWidestLevel = 512;
 /// The widest level over the mean rows per level from which auto times fused. The reason: in the
 /// evaluation (docs/benchmarks/sptrsv.md) fused ran clearly ahead of levr on one triangle with short rows,
 /// NotreDame_www, whose levels are skewed far beyond this ratio; on the triangles below it the trial cost
-/// analysis time and levr matched fused or beat it.
+/// time and levr matched fused or beat it.
 constexpr double kSptrsvSkewedLevels = 32.0;
-/// The longest row (off-diagonal entries) above which auto times candidates in the analysis (levr's piece).
+/// The longest row (off-diagonal entries) above which auto times candidates on its first solves (levr's piece).
 constexpr index_t kSptrsvLongRow = 64;
 /// The mean row (off-diagonal entries) above which levr's cost per level is split_level_us where rows are
 /// longer than kSptrsvLongRow: the evaluation's factors (means of 28 to 173 entries) paid
@@ -267,16 +270,8 @@ constexpr double kSptrsvSplitMeanRow = 16.0;
 /// The fewest levels at which auto times candidates: with fewer, levr's launches cost little and the
 /// chunked kernels lose on rows of thousands of entries (c-62 in the evaluation).
 constexpr index_t kSptrsvTrialLevels = 32;
-/// The most candidates auto times.
+/// The most trial candidates the rule lists (SptrsvAutoChoice::trials).
 constexpr int kSptrsvMaxTrials = 3;
-/// auto's trial budget: a trial (building the candidate and one timed solve of a constant right-hand side,
-/// CUDA events on the plan's stream, after an untimed one where the process has not run that algorithm
-/// before) starts only while the trials so far took less than this times the analysis before them (host
-/// wall clock), so auto's analysis stays below about (1 + kSptrsvTrialBudget) times its own plus one
-/// trial. The reason: on every triangle with rows that long in the evaluation, cuSPARSE's analysis took
-/// 2.7 to 31 times auto's, and a trial costs less than one named analysis (the candidate is built on
-/// auto's own validated triangle and level sets) plus a solve or two.
-constexpr double kSptrsvTrialBudget = 2.0;
 
 /// The reusable analysis of one triangle for one algorithm: a move-only owner of device memory.
 template <typename T>
@@ -293,14 +288,14 @@ class SptrsvPlan {
   /// cudaMalloc on a device without memory pools. The destructor waits for the plan's last solve (an event
   /// recorded by every solve outside a stream capture), not for the device, and gives pool memory back
   /// stream-ordered (cudaFreeAsync; cudaFree, which waits for the device, without pools). auto's analysis
-  /// applies its rule to the level statistics and, where the rule says so, times one or two fused solves or
-  /// its trial candidates (events on `stream`). The analysis synchronizes `stream` at its end (the results,
-  /// with the level pointers); before that once to check the input where the matrix is transposed or its
-  /// level sets come from CSC (the CSR level kernel does nothing on bad input and need not wait) and once
-  /// after the level analysis (the level count); after it, the builds once each where the chunked kernels'
-  /// work items are counted (thread, fused, fused_level), where levr's pieces are laid out, and where
-  /// cluster's layout is measured, and twice where level_block's levels are packed. Throws as described in
-  /// the file comment.
+  /// applies its rule to the level statistics and, where the rule asks for trials, builds the candidates its
+  /// first solves time (SptrsvAlgorithm::automatic); it times nothing itself. The analysis synchronizes
+  /// `stream` at its end (the results, with the level pointers); before that once to check the input where
+  /// the matrix is transposed or its level sets come from CSC (the CSR level kernel does nothing on bad input
+  /// and need not wait) and once after the level analysis (the level count); after it, the builds once each
+  /// where the chunked kernels' work items are counted (thread, fused, fused_level), where levr's pieces are
+  /// laid out, and where cluster's layout is measured, and twice where level_block's levels are packed.
+  /// Throws as described in the file comment.
   SptrsvPlan(const DeviceTriangle<T>& a, const SptrsvOptions& options = {}, cudaStream_t stream = nullptr);
   ~SptrsvPlan();
   SptrsvPlan(SptrsvPlan&&) noexcept;
@@ -317,7 +312,10 @@ class SptrsvPlan {
   /// than the first graph for several right-hand sides on narrow levels). On a stream the caller is
   /// capturing it launches the levels into the caller's graph instead. A solve allocates no memory and
   /// never synchronizes, so it may be captured in any capture mode (the graph must not outlive the
-  /// plan); outside a capture it records the plan's event on `stream`. A plan runs one solve at a time:
+  /// plan); outside a capture it records the plan's event on `stream`. While auto is choosing (choosing()),
+  /// a pass outside a capture may run a trial candidate, timed with events on `stream`, or ask without
+  /// waiting whether the timed passes have finished, then keep the fastest and free the losers'
+  /// memory stream-ordered on `stream`; inside a capture it runs the current pick. A plan runs one solve at a time:
   /// solves on different streams must be ordered by the caller. Throws InvalidInput for null pointers,
   /// nrhs < 1, a leading dimension < n or nrhs > 1 on a plan built with several_rhs = false;
   /// ResourceError for CUDA errors.
@@ -338,8 +336,9 @@ class SptrsvPlan {
   void set_spin_limit(long long polls);
 
   /// Test hook: device pointer to the two work-ticket counters {next ticket, blocks finished} of the
-  /// algorithm that runs one right-hand side (of several too, where it is the same; each algorithm of a
-  /// plan has its own), zero between launches. A test that writes 1 to the first one (a plain cudaMemcpy,
+  /// algorithm that runs the next solve of one right-hand side (auto's next candidate to time while it is
+  /// choosing; of several too, where it is the same; each algorithm of a plan has its own), zero between
+  /// launches. A test that writes 1 to the first one (a plain cudaMemcpy,
   /// no launch in flight) makes the next self-scheduled solve (slfr, slfc, syncfree, thread, fused) hand
   /// out tickets from 1: the first thread block's unknowns are never solved and their dependents wait until
   /// the spin limit, which check() then reports as no_progress, restoring the counters. levr and levc take
@@ -354,8 +353,14 @@ class SptrsvPlan {
   index_t n() const;
   /// The algorithm a solve of nrhs right-hand sides runs (never automatic: what auto chose); nrhs > 1
   /// names the algorithm of the passes of several columns (a last pass of one column runs algorithm(1)),
-  /// algorithm(1) on a plan built with several_rhs = false (which runs no such passes).
+  /// algorithm(1) on a plan built with several_rhs = false (which runs no such passes). While
+  /// choosing(nrhs), the pick before the trials: solves may run other candidates.
   SptrsvAlgorithm algorithm(int nrhs = 1) const;
+  /// Whether auto is still choosing among candidates by timing the solves of nrhs right-hand sides (one,
+  /// or passes of several for nrhs > 1): true from the analysis until the first solves of that width have
+  /// timed each candidate and a later solve has found their passes finished; passes of several choose
+  /// after one right-hand side has. Always false for named algorithms and where the rule alone decides.
+  bool choosing(int nrhs = 1) const;
   const SptrsvStats& stats() const;
 
   struct Impl;
