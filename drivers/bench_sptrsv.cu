@@ -728,9 +728,13 @@ int main(int argc, char** argv) {
       for (std::size_t a = 0; a < timed_algorithms.size(); ++a)
         std::fprintf(stderr, " %s %.4f/%.4f (analysis %.3f)%s", spade::to_string(timed_algorithms[a]), r.ours[a].solve,
                      r.ours[a].solve8, r.ours[a].analysis, r.ours[a].ok ? "" : " WRONG");
-      std::fprintf(stderr, "; auto=%s/%s %.4f/%.4f (analysis %.3f, %d candidates, %d timed solves)\n",
-                   spade::to_string(r.automatic.choice), spade::to_string(r.automatic.choice8), r.automatic.solve,
-                   r.automatic.solve8, r.automatic.analysis, r.auto_stats.auto_candidates, r.auto_stats.auto_trials);
+      const Result& a = r.automatic;
+      std::fprintf(stderr,
+                   "; auto=%s/%s %.4f/%.4f (analysis %.3f, %d candidates, %d timed solves; its first %d solves "
+                   "of one took %.3f, %.3f more than as many of its choice)\n",
+                   spade::to_string(a.choice), spade::to_string(a.choice8), a.solve, a.solve8, a.analysis,
+                   r.auto_stats.auto_candidates, r.auto_stats.auto_trials, a.choosing_solves, a.choosing,
+                   a.choosing - a.choosing_solves * a.solve);
     };
     auto add = [&](const std::string& name, const std::function<spade::SparseMatrix()>& make) {
       if (!wanted(name)) return;
