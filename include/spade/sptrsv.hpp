@@ -62,9 +62,10 @@ enum class SptrsvAlgorithm {
               ///< try_fused: fused against levr on triangles of a few wide levels and many thin ones) the
               ///< analysis builds every candidate on the triangle it validated and analysed once, and the
               ///< plan's first solves time them: the first solves of one right-hand side run each candidate
-              ///< twice in turn, the second solve timed with events on its stream (the first pays what later
+              ///< twice in turn, the second solve timed with events on its stream (the first may pay what later
               ///< ones do not: module loading, cold caches); once their solves have finished, the fastest
-              ///< runs one right-hand side from then on and the losers' memory is freed. Where it is not
+              ///< runs one right-hand side from then on and the losers' memory is freed (until then the
+              ///< plan holds every candidate's; passes of several do not time them). Where it is not
               ///< the rule's own pick, the first passes of several right-hand sides then time it against
               ///< that pick (levr's prediction competes instead of a timed solve). Every solve is a
               ///< correct solve by one candidate. SptrsvPlan::algorithm(nrhs) tells which algorithm a
