@@ -172,6 +172,23 @@ __device__ inline RowRegs<T> read_row(const LevelView<T>& v, const T* bslot, int
 /// Entries of a chain's forward substitution: the strictly lower triangle of its k rows.
 __host__ __device__ constexpr long long chain_entries(long long k) { return k * (k - 1) / 2; }
 
+/// Where a level's arrays after its diagonal start (bytes), its diagonal at `inv_diag` for k rows: a
+/// chain's forward-substitution entries.
+template <typename T>
+__host__ __device__ constexpr long long after_diagonal(long long inv_diag, long long k) {
+  return inv_diag + round16(static_cast<long long>(sizeof(T)) * k);
+}
+
+/// The entries of row i (ptr, ind: the part's arrays) in columns before `first`, summed over the warp;
+/// every lane gets the count.
+__device__ inline int entries_before(const std::int32_t* ptr, const index_t* ind, long long i, long long first,
+                                     int lane) {
+  int before = 0;
+  for (long long k = ptr[i] + lane; k < ptr[i + 1]; k += kWarpSize) before += ind[k] < first;
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) before += __shfl_xor_sync(kFullMask, before, offset);
+  return before;
+}
+
 /// A chain piece (LevelDesc d, rows = -k) staged at `stage`, its region at `region`, solved by the block's
 /// `solvers` threads. Its rows' sums over columns before the piece first, a warp a row (b read from the
 /// caller's vector), each row's (b - sum) / diagonal into the ring; after a barrier of the solvers, warp 0
@@ -187,7 +204,7 @@ __device__ void solve_chain(const unsigned char* stage, const unsigned char* reg
   const auto* ptr = reinterpret_cast<const std::int32_t*>(stage);
   const auto* caller = reinterpret_cast<const index_t*>(stage + d.caller);
   const auto* inv_diag = reinterpret_cast<const T*>(stage + d.inv_diag);
-  const auto* column = reinterpret_cast<const T*>(stage + d.inv_diag + round16(sizeof(T) * k));
+  const auto* column = reinterpret_cast<const T*>(stage + after_diagonal<T>(d.inv_diag, k));
   const unsigned char* entries = d.ind < d.bytes ? stage : region;
   const auto* ind = reinterpret_cast<const index_t*>(entries + d.ind);
   const auto* val = reinterpret_cast<const T*>(entries + d.val);
@@ -424,9 +441,7 @@ __global__ void level_pack_sizes_kernel(int npack, const PackLevel* levels, cons
     entries = ptr[first + rows] - ptr[first];
   } else {
     for (long long i = first; i < first + rows; ++i) {
-      int before = 0;
-      for (long long k = ptr[i] + lane; k < ptr[i + 1]; k += kWarpSize) before += ind[k] < first;
-      for (int offset = kWarpSize / 2; offset > 0; offset /= 2) before += __shfl_xor_sync(kFullMask, before, offset);
+      const int before = entries_before(ptr, ind, i, first, lane);
       longest = max(longest, before);
       entries += before;
     }
@@ -445,7 +460,7 @@ __global__ void level_pack_sizes_kernel(int npack, const PackLevel* levels, cons
   // set it): up to a warp of rows each as long as a level would otherwise set the stage size, and read
   // from device memory they cost one round trip a piece, not a level a row.
   const long long caller = round16(4 * (rows + 1)), inv_diag = caller + round16(4 * rows);
-  const long long ind_at = inv_diag + round16(static_cast<long long>(sizeof(T)) * rows) +
+  const long long ind_at = after_diagonal<T>(inv_diag, rows) +
                            (chain ? round16(static_cast<long long>(sizeof(T)) * chain_entries(rows)) : 0);
   const long long val = ind_at + round16(static_cast<long long>(sizeof(index_t)) * entries);
   const long long bytes = val + round16(static_cast<long long>(sizeof(T)) * entries);
@@ -503,13 +518,10 @@ __global__ void level_pack_fill_kernel(LowerPart<T> L, const PackLevel* levels, 
   // A chain: each row's entries before the piece in their order (counted, scanned, then compacted), and
   // the entries among its rows divided by their row's diagonal, the triangle's other positions zero.
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize, warps = blockDim.x / kWarpSize;
-  auto* column = reinterpret_cast<T*>(base + d.inv_diag + round16(sizeof(T) * rows));
+  auto* column = reinterpret_cast<T*>(base + after_diagonal<T>(d.inv_diag, rows));
   for (long long k = threadIdx.x; k < chain_entries(rows); k += blockDim.x) column[k] = T(0);
   for (int i = warp; i < rows; i += warps) {
-    int before = 0;
-    for (std::int32_t k = L.ptr[first + i] + lane; k < L.ptr[first + i + 1]; k += kWarpSize)
-      before += L.ind[k] < first;
-    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) before += __shfl_xor_sync(kFullMask, before, offset);
+    const int before = entries_before(L.ptr, L.ind, first + i, first, lane);
     if (lane == 0) kept[i] = before;
   }
   __syncthreads();  // the counts, and the triangle zeroed
