@@ -989,9 +989,14 @@ struct Trials {
     std::unique_ptr<TrialEvents> events;  // its timed pass, once enqueued
   };
   std::vector<Entrant> entrants;  // empty: no trial open at this width
-  std::size_t next = 0;           // the first entrant not yet timed
 
   bool open() const { return !entrants.empty(); }
+  /// The next entrant to time: the first without a prediction and not timed yet; null once all are.
+  Entrant* untimed() {
+    const auto it = std::find_if(entrants.begin(), entrants.end(),
+                                 [](const Entrant& e) { return e.predicted_us < 0 && e.events == nullptr; });
+    return it == entrants.end() ? nullptr : &*it;
+  }
 };
 
 }  // namespace
@@ -1008,8 +1013,6 @@ struct SptrsvPlan<T>::Impl {
   // auto: the trials of each width still open; after those of one right-hand side, passes of several
   // try the winner where the rule listed trial candidates (several_follows).
   Trials<T> trials[2];
-  bool several_follows = false;
-  std::vector<std::shared_ptr<State>> built;  // auto with trials: every state built, until it is retired
   // The states retired after losing a trial, by their slot in Control::retired: algorithm and level order.
   std::vector<std::pair<SptrsvAlgorithm, const std::int32_t*>> retired;
   cudaEvent_t last_solve = nullptr;  // recorded after every solve outside a stream capture
@@ -1024,25 +1027,29 @@ struct SptrsvPlan<T>::Impl {
     cudaEventDestroy(last_solve);
   }
 
-  /// The distinct states that run passes or may still run one (the open trials' entrants).
-  std::vector<State*> states() const {
-    std::vector<State*> out;
-    auto add = [&](State* s) {
+  /// The distinct states that run passes or may still run one (the open trials' entrants): every state
+  /// the plan holds.
+  std::vector<std::shared_ptr<State>> states() const {
+    std::vector<std::shared_ptr<State>> out;
+    auto add = [&](const std::shared_ptr<State>& s) {
       if (s != nullptr && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
     };
-    add(one.get());
-    add(several.get());
+    add(one);
+    add(several);
     for (const Trials<T>& t : trials)
-      for (const typename Trials<T>::Entrant& e : t.entrants) add(e.state.get());
+      for (const typename Trials<T>::Entrant& e : t.entrants) add(e.state);
     return out;
   }
+  /// Passes of several try the winner of the trials of one right-hand side where the rule listed trial
+  /// candidates (not where it only asked to time fused).
+  bool several_follows() const { return several_rhs && !choice.trials.empty(); }
 
   void build(const DeviceTriangle<T>& a, const SptrsvOptions& options, cudaStream_t stream);
   void choose_automatic(const SptrsvOptions& options, cudaStream_t stream);
   void open_trials(const SptrsvOptions& options, cudaStream_t stream);
   void pass(const ks::RhsPass<T>& rhs, int w, bool capturing, cudaStream_t stream);
   void decide(int w, cudaStream_t stream);
-  void retire_losers(cudaStream_t stream);
+  void retire_losers(const std::vector<std::shared_ptr<State>>& before, cudaStream_t stream);
   SolveWords read_words(State& state, cudaStream_t stream);
 };
 
@@ -1125,9 +1132,6 @@ void SptrsvPlan<T>::Impl::open_trials(const SptrsvOptions& options, cudaStream_t
     t.entrants.push_back(
         {make_state(analysis, SptrsvAlgorithm::fused, false, options.fusion_threshold, false, stream), -1.0, false,
          nullptr});
-  several_follows = !choice.trials.empty() && several_rhs;
-  for (const auto& e : t.entrants) built.push_back(e.state);  // distinct: one, then candidates built here
-  if (several != nullptr && several != one) built.push_back(several);
   analysis.stats.auto_candidates = static_cast<int>(t.entrants.size());
   if (t.entrants.size() == 1) t.entrants.clear();  // nothing to compare: the own pick runs
 }
@@ -1142,18 +1146,15 @@ void SptrsvPlan<T>::Impl::pass(const ks::RhsPass<T>& rhs, int w, bool capturing,
   // waiting) whether they have finished.
   Trials<T>& t = trials[w];
   if (t.open() && !capturing) {
-    while (t.next < t.entrants.size() && t.entrants[t.next].predicted_us >= 0) ++t.next;
-    if (t.next < t.entrants.size()) {
-      typename Trials<T>::Entrant& e = t.entrants[t.next];
-      State& s = *e.state;
-      if (!e.warm) {
-        e.warm = true;
+    if (typename Trials<T>::Entrant* e = t.untimed()) {
+      State& s = *e->state;
+      if (!e->warm) {
+        e->warm = true;
         solve_pass(s, rhs, w, stream);
         return;
       }
-      e.events = std::make_unique<TrialEvents>();
-      e.events->record(stream, [&] { solve_pass(s, rhs, w, stream); });
-      ++t.next;
+      e->events = std::make_unique<TrialEvents>();
+      e->events->record(stream, [&] { solve_pass(s, rhs, w, stream); });
       ++analysis.stats.auto_trials;
       return;
     }
@@ -1170,6 +1171,7 @@ void SptrsvPlan<T>::Impl::decide(int w, cudaStream_t stream) {
   Trials<T>& t = trials[w];
   for (const typename Trials<T>::Entrant& e : t.entrants)
     if (e.events != nullptr && !e.events->finished()) return;
+  const std::vector<std::shared_ptr<State>> before = states();  // the losers live until retired below
   std::shared_ptr<State> winner;
   double best = std::numeric_limits<double>::infinity();
   for (const typename Trials<T>::Entrant& e : t.entrants) {
@@ -1177,9 +1179,8 @@ void SptrsvPlan<T>::Impl::decide(int w, cudaStream_t stream) {
     if (us < best) best = us, winner = e.state;
   }
   t.entrants.clear();
-  t.next = 0;
   if (w == 0) {
-    if (several_follows && winner != one) {
+    if (several_follows() && winner != one) {
       Trials<T>& s = trials[1];
       if (several != winner && algorithm_of(*several) != SptrsvAlgorithm::levr)
         s.entrants.push_back({several, -1.0, false, nullptr});
@@ -1193,31 +1194,28 @@ void SptrsvPlan<T>::Impl::decide(int w, cudaStream_t stream) {
   } else {
     several = winner;
   }
-  retire_losers(stream);
+  retire_losers(before, stream);
 }
 
 template <typename T>
-void SptrsvPlan<T>::Impl::retire_losers(cudaStream_t stream) {
+void SptrsvPlan<T>::Impl::retire_losers(const std::vector<std::shared_ptr<State>>& before, cudaStream_t stream) {
   // A state that no pick and no open trial holds any more: its solves' status goes to a retired slot for
   // check(), its memory back stream-ordered on `stream`. Its passes have finished (their events were
   // read); the caller orders solves on different streams, so nothing enqueued before reads it either.
-  const std::vector<State*> live = states();
-  for (auto it = built.begin(); it != built.end();) {
-    State& s = **it;
-    if (std::find(live.begin(), live.end(), &s) != live.end()) {
-      ++it;
-      continue;
-    }
+  const std::vector<std::shared_ptr<State>> live = states();
+  for (const std::shared_ptr<State>& held : before) {
+    if (std::find(live.begin(), live.end(), held) != live.end()) continue;
+    State& s = *held;
     const std::size_t slot = retired.size();  // below kMaxStates: each state built retires once
     SPADE_CUDA_CHECK(cudaMemcpyAsync(&analysis.control->retired[slot], &base_of(s).words->status,
                                      sizeof(kernels::DeviceStatus), cudaMemcpyDeviceToDevice, stream));
     retired.emplace_back(algorithm_of(s), base_of(s).L.perm);
     std::visit([&](auto& state) { state.release(stream); }, s);
-    it = built.erase(it);
   }
   // The level-ordered part, where only losers ran on it.
   if (analysis.has_level_order() &&
-      std::none_of(live.begin(), live.end(), [](State* s) { return base_of(*s).L.perm != nullptr; }))
+      std::none_of(live.begin(), live.end(),
+                   [](const std::shared_ptr<State>& s) { return base_of(*s).L.perm != nullptr; }))
     analysis.release_level_order(stream);
 }
 
@@ -1261,7 +1259,7 @@ template <typename T>
 bool SptrsvPlan<T>::choosing(int nrhs) const {
   const Impl& p = *impl_;
   if (nrhs <= 1 || !p.several_rhs) return p.trials[0].open();
-  return p.trials[1].open() || (p.trials[0].open() && p.several_follows);
+  return p.trials[1].open() || (p.trials[0].open() && p.several_follows());
 }
 template <typename T>
 const SptrsvStats& SptrsvPlan<T>::stats() const {
@@ -1318,7 +1316,7 @@ void SptrsvPlan<T>::check(cudaStream_t stream) {
     unknown = p.analysis.reversed ? p.analysis.stats.n - 1 - internal : internal;
     failed = algorithm;
   };
-  for (typename Impl::State* state : p.states()) {
+  for (const std::shared_ptr<typename Impl::State>& state : p.states()) {
     const SolveWords w = p.read_words(*state, stream);
     if (w.status.code == kernels::kStatusOk) continue;
     std::visit([&](auto& s) { s.reset(p.analysis.spin_limit, stream); }, *state);
@@ -1348,7 +1346,7 @@ void SptrsvPlan<T>::set_spin_limit(long long polls) {
     throw InvalidInput("SptrsvPlan::set_spin_limit: polls = " + std::to_string(polls) + " (must be >= 0)");
   Impl& p = *impl_;
   p.analysis.spin_limit = polls;
-  for (typename Impl::State* state : p.states())
+  for (const std::shared_ptr<typename Impl::State>& state : p.states())
     SPADE_CUDA_CHECK(
         cudaMemcpy(&base_of(*state).words->status.spin_limit, &polls, sizeof(polls), cudaMemcpyHostToDevice));
 }
@@ -1356,11 +1354,9 @@ void SptrsvPlan<T>::set_spin_limit(long long polls) {
 template <typename T>
 int* SptrsvPlan<T>::device_tickets_for_testing() const {
   // While auto's trials of one right-hand side are open, the next entrant to time runs the next solve.
-  const Impl& p = *impl_;
-  const Trials<T>& t = p.trials[0];
-  for (std::size_t k = t.next; k < t.entrants.size(); ++k)
-    if (t.entrants[k].predicted_us < 0) return base_of(*t.entrants[k].state).words->tickets;
-  return base_of(*p.one).words->tickets;
+  Impl& p = *impl_;
+  const typename Trials<T>::Entrant* next = p.trials[0].untimed();
+  return base_of(next != nullptr ? *next->state : *p.one).words->tickets;
 }
 
 template <typename T>
@@ -1373,11 +1369,12 @@ void SptrsvPlan<T>::update_values(const T* values, cudaStream_t stream) {
   const int no_zero = INT_MAX;
   SPADE_CUDA_CHECK(cudaMemcpyAsync(&an.control->zero_row, &no_zero, sizeof(int), cudaMemcpyHostToDevice, stream));
   bool index_order = false, level_order = false;
-  for (typename Impl::State* state : p.states())
+  for (const std::shared_ptr<typename Impl::State>& state : p.states())
     (base_of(*state).L.perm != nullptr ? level_order : index_order) = true;
   if (index_order) an.gather(values, an.index, stream);
   if (level_order) an.gather(values, an.level_ordered(stream), stream);
-  for (typename Impl::State* state : p.states()) std::visit([&](auto& s) { s.refresh(stream); }, *state);
+  for (const std::shared_ptr<typename Impl::State>& state : p.states())
+    std::visit([&](auto& s) { s.refresh(stream); }, *state);
   an.throw_if_singular(an.read_control(stream).zero_row);
 }
 
