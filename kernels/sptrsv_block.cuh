@@ -51,14 +51,29 @@ __device__ inline void finish_row(const Ring<T>& ring, T* y, bool write_y, const
 }
 
 /// The sum of the entries k = begin, begin + V, ... < end (columns ind[k], values val[k]) times the
-/// solution of their columns, for a reader in a level ending at row level_end. Unrolled so that the loads
-/// of several entries are in flight at once: a long row's entries are on its level's critical path.
+/// solution of their columns, for a reader in a level ending at row level_end. The entries go in batches
+/// of kAddBatch a lane, each batch's loads issued before any is used: a long row's entries are on its
+/// level's critical path, and read from device memory (a chain piece too large to stage) each dependent
+/// load would cost a round trip (an unrolled loop with a remainder issued them one or two at a time,
+/// docs/benchmarks/sptrsv.md). The additions keep the order of k.
 template <typename T, int V>
 __device__ inline T add_entries(const index_t* ind, const T* val, const Ring<T>& ring, index_t begin, index_t end,
                                 index_t level_end) {
+  constexpr int kAddBatch = 4;
   T sum = T(0);
-#pragma unroll 4
-  for (index_t k = begin; k < end; k += V) sum += val[k] * ring.get(ind[k], level_end);
+  for (index_t k0 = begin; k0 < end; k0 += kAddBatch * V) {
+    index_t column[kAddBatch];
+    T value[kAddBatch];
+#pragma unroll
+    for (int t = 0; t < kAddBatch; ++t) {
+      const bool in = k0 + t * V < end;
+      column[t] = in ? ind[k0 + t * V] : 0;
+      value[t] = in ? val[k0 + t * V] : T(0);
+    }
+#pragma unroll
+    for (int t = 0; t < kAddBatch; ++t)
+      if (k0 + t * V < end) sum += value[t] * ring.get(column[t], level_end);
+  }
   return sum;
 }
 
