@@ -26,9 +26,13 @@
 // row of the next level from shared memory into registers, so after the barrier a level only waits for
 // the values of its dependencies.
 //
-// This kernel runs when the levels are narrow (kStagedRowsPerLevel) and every level fits a stage;
-// otherwise kernels/sptrsv_block_direct.cu reads the levels into registers ahead of them. The solving
-// warps cover twice the mean level width; wider levels take further passes over their stage. Solution
+// This kernel runs when the levels are narrow (kStagedRowsPerLevel) and every level's arrays before its
+// entries fit a stage; otherwise kernels/sptrsv_block_direct.cu reads the levels into registers ahead of
+// them. A level whose region is larger than a stage the layout affords (level_block_stage_cap) stages
+// only those arrays and reads its entries from device memory: one large level (tomography's second, 24
+// rows of up to 251 entries) then costs its own round trips instead of moving every level to the direct
+// kernel. The solving warps cover one pass of rows (level_block_pass_rows: twice the mean level width);
+// wider levels take further passes over their stage. Solution
 // values live in a shared-memory ring indexed by the row in level order: a row's dependencies are mostly
 // in the levels just before it, which the ring still holds; older ones are read from the solution buffer y
 // in device memory, written by the same block (visible after __syncthreads).
@@ -42,16 +46,17 @@
 // so a row ends with a multiplication instead of a division on the critical path. There is no spin-wait:
 // the kernel cannot hang.
 //
-// Chains. A run of single-row levels (a Cholesky factor's supernodes, the dense tail of a structural
-// triangle) would cost a level a row, each a chain of dependent instructions (docs/benchmarks/sptrsv.md,
-// "Where level_block's time goes"). The plan cuts such runs into pieces of
-// up to a warp's rows (level_pack_levels), each packed as one level: its rows' sums over columns before the
-// piece, a warp a row, then (after a barrier of the solving warps) the entries among its rows, which one
+// Chains. A run of narrow levels (a Cholesky factor's supernodes, the dense tail of a structural or
+// tomography triangle) would cost a level a set of one to a few rows, each a chain of dependent
+// instructions (docs/benchmarks/sptrsv.md, "Where level_block's time goes"). The plan packs consecutive
+// narrow level sets into pieces of up to a warp's rows and no more than one pass of the block
+// (level_pack_levels), each packed as one level: its rows' sums over columns before the piece, V lanes a
+// row as a level's rows, then (after a barrier of the solving warps) the entries among its rows, which one
 // warp applies by forward substitution, lane i holding row i, each solved value a shuffle and one
 // multiply-add per lane as in the dense kernels (kernels/dense_trsv.cuh; J. D. Hogg, SISC 2013): no
-// reduction and no block barrier a row. Only packs with chains run the kernel that solves them: it spends
-// more on every level, not only on the chains (docs/benchmarks/sptrsv.md, "Chains of single-row levels as
-// one warp's forward substitution"), so the plan packs chains only where they remove at least
+// reduction and no block barrier a level. Only packs with chains run the kernel that solves them: it
+// spends more on every level, not only on the chains (docs/benchmarks/sptrsv.md, "Chains of single-row
+// levels as one warp's forward substitution"), so the plan packs chains only where they remove at least
 // kChainMinSaving of the levels (level_pack_levels).
 //
 // Many right-hand sides: a thread block per right-hand side, each on its own SM walking every level with
@@ -79,12 +84,16 @@ static_assert(kDescSlots >= 3 * kLead + 2, "descriptor ring too small");
 /// per level than the direct kernel's memory round trip (H100: staged 3.9 against 4.6 ms at 241 rows per
 /// level, lap2d5 256 x 4096; 4.6 against 3.7 ms at 410, lap2d5 512 x 2048).
 constexpr int kStagedRowsPerLevel = 300;
+static_assert(kChainRows <= 32, "a chain's b fits a slot of b, which holds at least 32 rows (plan_layout)");
+/// The solution ring's fewest rows (plan_layout shrinks stages and b slots before the ring).
+constexpr long long kMinRingRows = 256;
 /// Levels the pipeline runs ahead before the first level is solved.
 constexpr int kPrologue = 3 * kLead + 1;
 
 __host__ __device__ constexpr long long round16(long long bytes) { return (bytes + 15) / 16 * 16; }
 
-/// A packed level (LevelDesc), in a stage or in device memory.
+/// A packed level (LevelDesc) staged at `stage`, its region in device memory at `region`: the entries are
+/// read from the stage where the level is staged whole, else from the region.
 template <typename T>
 struct LevelView {
   const std::int32_t* ptr;
@@ -92,12 +101,12 @@ struct LevelView {
   const T* inv_diag;
   const index_t* ind;
   const T* val;
-  __device__ LevelView(const unsigned char* base, const LevelDesc& d)
-      : ptr(reinterpret_cast<const std::int32_t*>(base)),
-        caller(reinterpret_cast<const index_t*>(base + d.caller)),
-        inv_diag(reinterpret_cast<const T*>(base + d.inv_diag)),
-        ind(reinterpret_cast<const index_t*>(base + d.ind)),
-        val(reinterpret_cast<const T*>(base + d.val)) {}
+  __device__ LevelView(const unsigned char* stage, const unsigned char* region, const LevelDesc& d)
+      : ptr(reinterpret_cast<const std::int32_t*>(stage)),
+        caller(reinterpret_cast<const index_t*>(stage + d.caller)),
+        inv_diag(reinterpret_cast<const T*>(stage + d.inv_diag)),
+        ind(reinterpret_cast<const index_t*>((d.ind < d.bytes ? stage : region) + d.ind)),
+        val(reinterpret_cast<const T*>((d.ind < d.bytes ? stage : region) + d.val)) {}
 };
 
 __device__ inline unsigned shared_address(const void* p) {
@@ -189,16 +198,16 @@ __device__ inline int entries_before(const std::int32_t* ptr, const index_t* ind
   return before;
 }
 
-/// A chain piece (LevelDesc d, rows = -k) staged at `stage`, its region at `region`, solved by the block's
-/// `solvers` threads. Its rows' sums over columns before the piece first, a warp a row (b read from the
-/// caller's vector), each row's (b - sum) / diagonal into the ring; after a barrier of the solvers, warp 0
-/// applies the entries among the rows (divided by their rows' diagonals, column j holding rows j + 1 to
-/// k - 1), lane i holding row i: column j's value is final once columns 0 to j - 1 are applied, so lane j
-/// broadcasts it and every lane below applies it, a shuffle and a multiply-add a row where a level each
-/// would cost a barrier and a reduction.
-template <typename T>
-__device__ void solve_chain(const unsigned char* stage, const unsigned char* region, LevelDesc d, const Ring<T>& ring,
-                            T* y, bool write_y, const RhsPass<T>& rhs, int solvers) {
+/// A chain piece (LevelDesc d, rows = -k) staged at `stage`, its region at `region`, b of its rows in
+/// `bslot`, solved by the block's `solvers` threads. Its rows' sums over columns before the piece first,
+/// V lanes a row as the kernel's levels take them, each row's (b - sum) / diagonal into the ring; after a
+/// barrier of the solvers, warp 0 applies the entries among the rows (divided by their rows' diagonals,
+/// column j holding rows j + 1 to k - 1), lane i holding row i: column j's value is final once columns 0
+/// to j - 1 are applied, so lane j broadcasts it and every lane below applies it, a shuffle and a
+/// multiply-add a row where a level each would cost a barrier and a reduction.
+template <typename T, int V>
+__device__ void solve_chain(const unsigned char* stage, const unsigned char* region, const T* bslot, LevelDesc d,
+                            const Ring<T>& ring, T* y, bool write_y, const RhsPass<T>& rhs, int solvers) {
   const int k = -d.rows, warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const index_t q0 = d.first_row;
   const auto* ptr = reinterpret_cast<const std::int32_t*>(stage);
@@ -208,12 +217,14 @@ __device__ void solve_chain(const unsigned char* stage, const unsigned char* reg
   const unsigned char* entries = d.ind < d.bytes ? stage : region;
   const auto* ind = reinterpret_cast<const index_t*>(entries + d.ind);
   const auto* val = reinterpret_cast<const T*>(entries + d.val);
-  for (int i = warp; i < k; i += solvers / kWarpSize) {
-    T sum = T(0);
-#pragma unroll 4
-    for (std::int32_t e = ptr[i] + lane; e < ptr[i + 1]; e += kWarpSize) sum += val[e] * ring.get(ind[e], q0 + k);
-    sum = group_sum<kWarpSize>(sum);
-    if (lane == 0) ring.values[(q0 + i) & ring.mask] = (rhs.b[caller[i]] - sum) * inv_diag[i];
+  // The sums, G rows a pass (the loop's bounds are the same for every lane of a warp: group_sum shuffles).
+  const int G = solvers / V, g = threadIdx.x / V, gl = threadIdx.x % V;
+  for (int base = 0; base < k; base += G) {
+    const int i = base + g;
+    const bool in = i < k;
+    T sum = in ? add_entries<T, V>(ind, val, ring, ptr[i] + gl, ptr[i + 1], q0 + k) : T(0);
+    sum = group_sum<V>(sum);
+    if (in && gl == 0) ring.values[(q0 + i) & ring.mask] = (bslot[i] - sum) * inv_diag[i];
   }
   asm volatile("bar.sync 1, %0;" ::"r"(solvers) : "memory");
   if (warp != 0) return;
@@ -255,10 +266,12 @@ __global__ void __launch_bounds__(kLevelBlockMaxThreads)
   const int ct = t - solvers, nct = blockDim.x - solvers;
   const int G = solvers / V;  // rows per pass
   const int g = t / V, lane = t % V;
-  // Every level fits a stage (launch_staged): level m (descriptor d) is read from its stage.
+  // Every level's arrays before its entries fit a stage (launch_staged): level m (descriptor d) is read
+  // from its stage, its entries too where it is staged whole (LevelView).
   auto stage = [&](int m) { return shared + lay.stages + (m % kStages) * lay.stage_bytes; };
   auto rhs_slot = [&](int m) { return reinterpret_cast<T*>(shared + lay.rhs + (m % kRhsSlots) * lay.rhs_slot_bytes); };
-  auto view = [&](int m, const LevelDesc& d) { return LevelView<T>(stage(m), d); };
+  auto region = [&](const LevelDesc& d) { return pack.data + std::int64_t(d.chunk) * 16; };
+  auto view = [&](int m, const LevelDesc& d) { return LevelView<T>(stage(m), region(d), d); };
 
   RowRegs<T> next;                    // the group's row of the level about to be solved
   index_t next_first = 0, next_rows = 0;  // and that level's rows
@@ -266,7 +279,7 @@ __global__ void __launch_bounds__(kLevelBlockMaxThreads)
     if (Chains && !copier && l >= 0 && next_rows < 0) {
       // A chain piece (rows = -k).
       const LevelDesc d = desc_ring[l % kDescSlots];
-      solve_chain(stage(l), pack.data + std::int64_t(d.chunk) * 16, d, ring, y, write_y, rhs, solvers);
+      solve_chain<T, V>(stage(l), region(d), rhs_slot(l), d, ring, y, write_y, rhs, solvers);
     } else if (!copier && l >= 0) {
       // Level l: rows [q0, q1), the first pass from registers.
       const index_t q0 = next_first, q1 = q0 + next_rows;
@@ -326,7 +339,7 @@ __global__ void __launch_bounds__(kLevelBlockMaxThreads)
         const LevelDesc& d = desc_ring[m2 % kDescSlots];
         const index_t* caller = reinterpret_cast<const index_t*>(stage(m2) + d.caller);
         T* bslot = rhs_slot(m2);
-        for (int row = ct; row < min(d.rows, lay.rhs_rows); row += nct)
+        for (int row = ct; row < min(abs(d.rows), lay.rhs_rows); row += nct)  // a chain: -d.rows <= rhs_rows
           copy_async_element(bslot + row, rhs.b + caller[row]);
       }
       commit_copies();
@@ -348,7 +361,7 @@ __global__ void __launch_bounds__(kLevelBlockMaxThreads)
 /// `budget` bytes; the solution ring takes what is left (at most n rows).
 template <typename T>
 Layout plan_layout(index_t n, int max_rows, long long max_bytes, int budget) {
-  constexpr long long kMinRingRows = 256, kMinStage = 1024, row_bytes = sizeof(T);
+  constexpr long long kMinStage = 1024, row_bytes = sizeof(T);
   long long stage = round16(std::max(max_bytes, 16LL));
   long long rows = std::min<long long>(1024, (std::max(max_rows, 1) + 31) / 32 * 32);
   const long long head = round16(kDescSlots * sizeof(LevelDesc));
@@ -371,15 +384,28 @@ Layout plan_layout(index_t n, int max_rows, long long max_bytes, int budget) {
   return lay;
 }
 
+}  // namespace
+
+template <typename T>
+long long level_block_stage_cap(int max_rows) {
+  static const int budget = shared_budget();
+  const long long rows = std::min<long long>(1024, (std::max(max_rows, 1) + 31) / 32 * 32);
+  const long long head = round16(kDescSlots * sizeof(LevelDesc));
+  const long long left =
+      budget - head - kRhsSlots * round16(rows * static_cast<long long>(sizeof(T))) - kMinRingRows * sizeof(T);
+  return std::max(0LL, left / kStages / 16 * 16);
+}
+
+namespace {
+
 template <typename T, int V, bool Chains>
 void launch(const LevelPack<T>& pack, Layout lay, int budget, T* y, const RhsPass<T>& rhs, cudaStream_t stream) {
   // A copying warp per 256 copies of a level (16-byte chunks of its stage and values of b), up to 4.
-  // V lanes per row of a level twice the mean width (no wider than the widest): every warp runs every
-  // level, so idle ones cost time, and the few wider levels take further passes over their stage.
+  // V lanes for each row of one pass (level_block_pass_rows); wider levels take further passes over their
+  // stage.
   const long long copies = lay.stage_bytes / 16 + lay.rhs_rows;
   const int copiers = kWarpSize * static_cast<int>(std::min<long long>(4, (copies + 255) / 256));
-  const long long rows = std::min<long long>(pack.max_rows, 2 * ((pack.n + pack.levels - 1) / pack.levels));
-  const long long wanted = static_cast<long long>(V) * std::max(rows, 1LL);
+  const long long wanted = V * level_block_pass_rows(pack.n, pack.levels, pack.max_rows);
   lay.solver_threads = static_cast<int>(
       std::min<long long>((wanted + kWarpSize - 1) / kWarpSize * kWarpSize, kLevelBlockMaxThreads - copiers));
   const int threads = lay.solver_threads + copiers;
@@ -425,8 +451,8 @@ bool launch_staged(const LevelPack<T>& pack, T* y, const RhsPass<T>& rhs, cudaSt
 /// as its longest row, so more lanes per row only add passes there).
 template <typename T>
 __global__ void level_pack_sizes_kernel(int npack, const PackLevel* levels, const std::int32_t* ptr,
-                                        const index_t* ind, LevelDesc* desc, std::int32_t* chunks, int* max_chunks,
-                                        unsigned long long* longest_rows) {
+                                        const index_t* ind, long long stage_cap, LevelDesc* desc,
+                                        std::int32_t* chunks, int* max_chunks, unsigned long long* longest_rows) {
   const long long warp = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (warp >= npack) return;
@@ -464,7 +490,7 @@ __global__ void level_pack_sizes_kernel(int npack, const PackLevel* levels, cons
                            (chain ? round16(static_cast<long long>(sizeof(T)) * chain_entries(rows)) : 0);
   const long long val = ind_at + round16(static_cast<long long>(sizeof(index_t)) * entries);
   const long long bytes = val + round16(static_cast<long long>(sizeof(T)) * entries);
-  const long long staged = chain ? ind_at : bytes;
+  const long long staged = chain || bytes > stage_cap ? ind_at : bytes;
   const bool fits = bytes <= INT_MAX;
   d.caller = static_cast<std::int32_t>(caller);
   d.inv_diag = static_cast<std::int32_t>(inv_diag);
@@ -561,25 +587,23 @@ __global__ void level_pack_fill_kernel(LowerPart<T> L, const PackLevel* levels, 
 std::vector<PackLevel> level_pack_levels(const std::vector<std::int32_t>& level_ptr) {
   std::vector<PackLevel> out;
   const int nlev = level_ptr.empty() ? 0 : static_cast<int>(level_ptr.size()) - 1;
-  long long saved = 0;  // levels the chains remove: a piece of k rows replaces k levels by one
+  long long widest = 0;
+  for (int l = 0; l < nlev; ++l) widest = std::max<long long>(widest, level_ptr[l + 1] - level_ptr[l]);
+  const long long piece_rows =
+      nlev == 0 ? 0 : std::min<long long>(kChainRows, level_block_pass_rows(level_ptr[nlev], nlev, widest));
+  long long saved = 0;  // levels the chains remove: a piece of m levels replaces them by one
   for (int l = 0; l < nlev;) {
-    int run = 0;  // single-row levels from l on
-    while (l + run < nlev && level_ptr[l + run + 1] - level_ptr[l + run] == 1) ++run;
-    if (run < kChainMinRun) {
-      const int count = std::max(run, 1);
-      for (int i = l; i < l + count; ++i)
-        out.push_back({level_ptr[i], level_ptr[i + 1] - level_ptr[i], PackKind::level});
-      l += count;
+    int count = 0;  // the consecutive levels from l on whose rows fit one piece
+    while (l + count < nlev && level_ptr[l + count + 1] - level_ptr[l] <= piece_rows) ++count;
+    const std::int32_t rows = level_ptr[l + count] - level_ptr[l];
+    if (count < kChainMinRun || rows > static_cast<long long>(kChainMaxRowsPerLevel) * count) {
+      out.push_back({level_ptr[l], level_ptr[l + 1] - level_ptr[l], PackKind::level});
+      ++l;
       continue;
     }
-    const int pieces = (run + kChainRows - 1) / kChainRows;
-    for (int p = 0; p < pieces; ++p) {
-      const std::int32_t first = level_ptr[l] + static_cast<std::int32_t>(static_cast<long long>(run) * p / pieces);
-      const std::int32_t end = level_ptr[l] + static_cast<std::int32_t>(static_cast<long long>(run) * (p + 1) / pieces);
-      out.push_back({first, end - first, PackKind::chain});
-      saved += end - first - 1;
-    }
-    l += run;
+    out.push_back({level_ptr[l], rows, PackKind::chain});
+    saved += count - 1;
+    l += count;
   }
   if (saved >= kChainMinSaving * nlev) return out;
   out.clear();  // too few: the levels as they are
@@ -589,11 +613,12 @@ std::vector<PackLevel> level_pack_levels(const std::vector<std::int32_t>& level_
 
 template <typename T>
 void level_pack_sizes(int npack, const PackLevel* levels, const std::int32_t* ptr, const index_t* ind,
-                      LevelDesc* desc, std::int32_t* chunks, int* max_chunks, unsigned long long* longest_rows,
-                      cudaStream_t stream) {
+                      long long stage_cap, LevelDesc* desc, std::int32_t* chunks, int* max_chunks,
+                      unsigned long long* longest_rows, cudaStream_t stream) {
   if (npack == 0) return;
   level_pack_sizes_kernel<T><<<blocks_for(static_cast<long long>(npack) * kWarpSize, kBlockThreads), kBlockThreads,
-                               0, stream>>>(npack, levels, ptr, ind, desc, chunks, max_chunks, longest_rows);
+                               0, stream>>>(npack, levels, ptr, ind, stage_cap, desc, chunks, max_chunks,
+                                            longest_rows);
   check_launch("level_pack_sizes_kernel");
 }
 
@@ -622,8 +647,9 @@ void solve_level_block(const LevelPack<T>& pack, const LowerPart<T>& L, const st
 }
 
 #define SPADE_LEVEL_BLOCK(T)                                                                                      \
-  template void level_pack_sizes<T>(int, const PackLevel*, const std::int32_t*, const index_t*, LevelDesc*,       \
-                                    std::int32_t*, int*, unsigned long long*, cudaStream_t);                     \
+  template void level_pack_sizes<T>(int, const PackLevel*, const std::int32_t*, const index_t*, long long,      \
+                                    LevelDesc*, std::int32_t*, int*, unsigned long long*, cudaStream_t);         \
+  template long long level_block_stage_cap<T>(int);                                                             \
   template void level_pack_fill<T>(const LowerPart<T>&, int, const PackLevel*, const std::int32_t*, LevelDesc*,  \
                                    unsigned char*, cudaStream_t);                                                \
   template void solve_level_block<T>(const LevelPack<T>&, const LowerPart<T>&, const std::int32_t*, T*,            \

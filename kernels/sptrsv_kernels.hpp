@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -316,8 +317,8 @@ void solve_fused(const LowerPart<T>& L, const std::int32_t* items, int nitems, T
 /// padded to a multiple of 16 bytes. A chain piece (PackKind::chain) has rows = -k for its k rows: its
 /// arrays hold only the entries in columns before the piece, and between `inv_diag` and `ind` lie the
 /// entries among its rows, each divided by its row's diagonal, column after column (column j: rows j + 1 to
-/// k - 1); where its region does not fit a stage, only the arrays before `ind` are staged (`bytes` = ind)
-/// and the columns and values are read from the region in device memory.
+/// k - 1). Where a level's or a piece's region does not fit a stage, only the arrays before `ind` are staged
+/// (`bytes` = ind) and the columns and values are read from the region in device memory.
 struct alignas(16) LevelDesc {
   std::int32_t first_row, rows, chunk, bytes;
   std::int32_t caller, inv_diag, ind, val;
@@ -326,10 +327,10 @@ struct alignas(16) LevelDesc {
 /// What level_block does with a packed level.
 enum class PackKind : std::int32_t {
   level,  ///< a level set: every row solved at once, the rows of a level side by side
-  chain,  ///< a chain piece, k consecutive single-row levels (k <= kChainRows): each row's sum over columns
-          ///< before the piece at once, then one warp finishes the k rows by forward substitution, lane i
-          ///< holding row i, each solved value a broadcast and one multiply-add per lane (the dense kernels'
-          ///< inner loop, kernels/dense_trsv.cuh) instead of a level a row
+  chain,  ///< a chain piece, the k rows of consecutive narrow level sets (k <= kChainRows): each row's sum
+          ///< over columns before the piece at once, then one warp finishes the k rows by forward
+          ///< substitution, lane i holding row i, each solved value a broadcast and one multiply-add per
+          ///< lane (the dense kernels' inner loop, kernels/dense_trsv.cuh) instead of a level a set
 };
 
 /// A packed level: rows [first_row, first_row + rows) in level order, and its kind.
@@ -340,18 +341,34 @@ struct PackLevel {
 
 /// The most rows of a chain piece: one warp solves it, a lane a row.
 constexpr int kChainRows = 32;
-/// Runs of at least this many single-row levels become chains: a piece costs about two levels (its sums,
-/// then its forward substitution, a few cycles a row, both within one barrier of the block), so it pays
-/// from three levels on.
+/// Pieces of at least this many level sets: a piece costs about two levels (its sums, one pass of the
+/// block, then its forward substitution, a few cycles a row, both within one barrier of the block), so it
+/// pays from three levels on.
 constexpr int kChainMinRun = 3;
 
-/// The share of the levels that chains must remove (a piece of k rows: k - 1) for a pack to have them:
-/// the kernel that solves chains spends more on every level (kernels/sptrsv_block.cu).
+/// The most rows a piece may hold per level set it covers, on average: its forward substitution costs a
+/// shuffle and a multiply-add a row (about 30 cycles), a level set at least a pass and a barrier of the
+/// block (500-1,500 cycles on an H100 / H200), so a piece of few rows a set saves most of its sets' cost
+/// and one of wide sets little or nothing.
+constexpr int kChainMaxRowsPerLevel = 4;
+
+/// The share of the levels that chains must remove (a piece of m level sets: m - 1) for a pack to have
+/// them: the kernel that solves chains spends more on every level (kernels/sptrsv_block.cu).
 constexpr double kChainMinSaving = 0.125;
 
+/// level_block's rows of a level solved at once (one pass of its solving threads, at least that many):
+/// twice the mean level width, no more than the widest level (n rows, `levels` level sets). Every warp
+/// runs every level, so idle ones cost time, and the few wider levels take further passes.
+inline long long level_block_pass_rows(long long n, long long levels, long long widest) {
+  return std::max(1LL, std::min(widest, 2 * ((n + levels - 1) / std::max(levels, 1LL))));
+}
+
 /// level_block's packed levels for the level sets level_ptr (host, levels + 1 entries): each level as it is,
-/// but every run of kChainMinRun or more single-row levels cut into chain pieces of at most kChainRows rows,
-/// as even as can be, where those pieces remove at least kChainMinSaving of the levels. Host code.
+/// but the most consecutive level sets whose rows fit one piece (at most kChainRows, and no more than one
+/// pass of the block solves at once, level_block_pass_rows, so that the piece's sums cost one pass as a
+/// level's rows do), taken greedily from the first set on, packed as one chain piece where they are
+/// kChainMinRun or more and hold at most kChainMaxRowsPerLevel rows a set; where those pieces remove at
+/// least kChainMinSaving of the levels. Host code.
 std::vector<PackLevel> level_pack_levels(const std::vector<std::int32_t>& level_ptr);
 
 /// level_block: entries per lane of a row read into registers before the row's level; the rest come when
@@ -387,15 +404,24 @@ struct LevelPack {
                               ///< level waits for its longest row
 };
 
+/// The most bytes of a packed level that the staged level_block kernel holds in a stage, for levels of at
+/// most max_rows rows, on the current device (its shared memory beside the b slots and the smallest
+/// solution ring, kernels/sptrsv_block.cu). Host code.
+template <typename T>
+long long level_block_stage_cap(int max_rows);
+
 /// Sizes of the packed levels `levels` (npack of them, device memory) of the part with row pointers ptr and
 /// columns ind: every field of desc[m] but chunk, chunks[m] = 16-byte chunks of level m's region,
 /// *max_chunks := the most staged chunks of a level (a region of 2^31 bytes or more gives INT_MAX),
 /// *longest_rows += each level's longest row (entries), at most kLevelBlockEntries * kLevelBlockMaxThreads /
-/// (the level's rows), a chain's rows counting their entries before the piece.
+/// (the level's rows), a chain's rows counting their entries before the piece. A level whose region
+/// exceeds stage_cap bytes (level_block_stage_cap) stages only its arrays before `ind`, as a chain does:
+/// its entries are read from device memory, so that one large level does not keep every other from the
+/// staged kernel.
 template <typename T>
 void level_pack_sizes(int npack, const PackLevel* levels, const std::int32_t* ptr, const index_t* ind,
-                      LevelDesc* desc, std::int32_t* chunks, int* max_chunks, unsigned long long* longest_rows,
-                      cudaStream_t stream);
+                      long long stage_cap, LevelDesc* desc, std::int32_t* chunks, int* max_chunks,
+                      unsigned long long* longest_rows, cudaStream_t stream);
 /// After level_pack_sizes: each chain whose region (chunks[m]) is no larger than *max_chunks is staged
 /// whole (desc[m].bytes = its region); the others stage only their arrays before `ind`.
 void level_pack_stage_chains(int npack, const PackLevel* levels, const std::int32_t* chunks, const int* max_chunks,

@@ -792,7 +792,7 @@ struct LevelBlock : StateBase<T> {
     const Part<T>& part = a.level_ordered(stream);
     this->L = a.lower(part);
     level_ptr = a.level_ptr;
-    // The packed levels: the level sets, runs of single-row levels as chain pieces.
+    // The packed levels: the level sets, runs of narrow level sets as chain pieces.
     const std::vector<ks::PackLevel> packed_levels = ks::level_pack_levels(a.level_ptr_host);
     const int npack = static_cast<int>(packed_levels.size());
     const bool chains = std::any_of(packed_levels.begin(), packed_levels.end(),
@@ -816,8 +816,8 @@ struct LevelBlock : StateBase<T> {
                                      cudaMemcpyHostToDevice, stream));
     SPADE_CUDA_CHECK(cudaMemsetAsync(&a.control->max_level_chunks, 0, sizeof(int), stream));
     SPADE_CUDA_CHECK(cudaMemsetAsync(&a.control->level_longest_rows, 0, sizeof(unsigned long long), stream));
-    ks::level_pack_sizes<T>(npack, levels, part.ptr, part.ind, desc, a.work, &a.control->max_level_chunks,
-                            &a.control->level_longest_rows, stream);
+    ks::level_pack_sizes<T>(npack, levels, part.ptr, part.ind, ks::level_block_stage_cap<T>(a.stats.max_rows_per_level),
+                            desc, a.work, &a.control->max_level_chunks, &a.control->level_longest_rows, stream);
     ks::level_pack_stage_chains(npack, levels, a.work, &a.control->max_level_chunks, desc, stream);
     ks::exclusive_scan(npack, a.work, offsets, a.temp, a.temp_bytes, stream);
     std::int32_t chunks = 0;

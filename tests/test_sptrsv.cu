@@ -936,13 +936,11 @@ int host_level_block_lanes(const SparseMatrix& L) {
       if (L.row_ind()[k] > j) column_levels[L.row_ind()[k]].push_back(level[j]);
   const index_t count = n == 0 ? 0 : *std::max_element(level.begin(), level.end()) + 1;
   std::vector<long long> rows(count, 0), longest(count, 0);
-  std::vector<index_t> row_of(count, -1);  // a row of each level
   for (index_t i = 0; i < n; ++i) {
     ++rows[level[i]];
     longest[level[i]] = std::max<long long>(longest[level[i]], static_cast<long long>(column_levels[i].size()));
-    row_of[level[i]] = i;
   }
-  // The packed levels (runs of single-row levels as chain pieces): a level counts its longest row, a chain
+  // The packed levels (runs of narrow levels as chain pieces): a level counts its longest row, a chain
   // the most entries a row of the piece has in levels before the piece.
   std::vector<std::int32_t> level_ptr{0};
   std::vector<index_t> level_at;  // the level that starts at each position of level order
@@ -950,14 +948,17 @@ int host_level_block_lanes(const SparseMatrix& L) {
     level_at.resize(std::size_t(level_ptr.back()) + 1, l);
     level_ptr.push_back(level_ptr.back() + static_cast<std::int32_t>(rows[l]));
   }
+  level_at.resize(std::size_t(level_ptr.back()) + 1, count);
   long long sum = 0, summed = 0;
   for (const ks::PackLevel& p : ks::level_pack_levels(level_ptr)) {
     const index_t l0 = level_at[std::size_t(p.first_row)];
     long long row_max = longest[l0];
     if (p.kind == ks::PackKind::chain) {
       row_max = 0;
-      for (index_t l = l0; l < l0 + p.rows; ++l) {
-        const std::vector<index_t>& c = column_levels[row_of[l]];
+      const index_t l1 = level_at[std::size_t(p.first_row + p.rows)];
+      for (index_t i = 0; i < n; ++i) {
+        if (level[i] < l0 || level[i] >= l1) continue;
+        const std::vector<index_t>& c = column_levels[i];
         row_max = std::max<long long>(row_max, std::count_if(c.begin(), c.end(), [&](index_t cl) { return cl < l0; }));
       }
     }
@@ -1049,90 +1050,97 @@ SparseMatrix levels_and_runs(const std::vector<int>& segments, int extra, std::u
   return SparseMatrix::from_triplets(next, next, rows, cols, std::vector<double>(rows.size(), 1.0));
 }
 
-// level_block's packed levels (host, no GPU): every row once, in order; where the pieces remove at least
-// kChainMinSaving of the levels, runs of kChainMinRun or more single-row levels, and only those, as chain
-// pieces of at most kChainRows rows, the pieces of a run differing by at most one row; elsewhere the
-// levels as they are.
-TEST(SptrsvLevelPack, RunsOfSingleRowLevelsBecomeChainPieces) {
+// level_block's packed levels (host, no GPU), table-style: every row once, in order, each packed level
+// starting on a level set; a chain piece is kChainMinRun or more consecutive level sets of at most
+// kChainRows rows in all and no more than one pass of the block (level_block_pass_rows: twice the mean
+// width, at most the widest), taken greedily (a level set stays a level where the sets from it on that fit
+// a piece are fewer than kChainMinRun or hold more than kChainMaxRowsPerLevel rows a set); where the pieces
+// remove fewer than kChainMinSaving of the levels, the levels as they are.
+TEST(SptrsvLevelPack, RunsOfNarrowLevelsBecomeChainPieces) {
   namespace ks = kernels::sptrsv;
-  const std::vector<std::vector<int>> cases = {
-      {},     {1},        {5},      {1, 1},  {1, 1, 1}, {3, 1, 1, 1, 2}, {1, 1, 2, 1, 1, 1, 1},
-      {1, 1, 1, 4, 1, 1}, {2, 1, 1, 1}};
-  std::vector<std::vector<int>> runs = cases;
-  for (int r : {31, 32, 33, 64, 65, 100, 1000}) runs.push_back(std::vector<int>(std::size_t(r), 1));
-  runs.push_back({7});
-  runs.back().insert(runs.back().end(), 97, 1);
-  runs.push_back(std::vector<int>(30, 2));  // one run of 3 among 33 levels: too few saved
-  runs.back().insert(runs.back().begin() + 10, 3, 1);
-  runs.push_back(std::vector<int>(20, 2));  // a run of 5 among 25 levels: enough
-  runs.back().insert(runs.back().begin() + 10, 5, 1);
-  for (const std::vector<int>& widths : runs) {
+  struct Case {
+    std::vector<int> widths;
+    std::vector<std::pair<int, int>> pieces;  // expected (levels, rows) of each chain piece in order
+  };
+  // A wide level, then a tail of narrow ones (the shape of tomography's levels): one pass takes 32 rows.
+  const std::vector<int> tail = {354, 24, 1, 1, 2, 1, 3, 2, 2, 3, 4, 4, 2, 1, 1, 1, 3, 3, 3, 1, 2, 2, 1};
+  std::vector<int> split(30, 2);  // runs of narrow levels between sets wider than a piece: passes of 10
+  split.insert(split.begin() + 10, 40);
+  split.insert(split.begin() + 20, 40);
+  std::vector<int> factor(100, 1);  // a wide level and a chain: passes of 4 rows
+  factor.front() = 100;
+  std::vector<std::pair<int, int>> fours(24, {4, 4});
+  fours.emplace_back(3, 3);
+  const std::vector<Case> cases = {
+      {{}, {}},
+      {{1}, {}},
+      {{5}, {}},
+      {{1, 1, 1}, {}},         // a pass of one row: no piece
+      {{40, 1, 1, 1}, {{3, 3}}},
+      {{3, 1, 1, 1, 2}, {{3, 3}}},    // passes of 3 rows
+      {{60, 30, 1, 1, 1}, {{3, 3}}},   // 30, 1, 1 would hold more than kChainMaxRowsPerLevel a set
+      {{60, 5, 5, 5, 5, 5, 5}, {}},    // sets of 5 rows
+      {{16, 16, 1}, {}},               // two sets fill a pass: fewer than kChainMinRun
+      {std::vector<int>(40, 2), {}},   // passes of 2 rows
+      {{9, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3}, {}},  // passes of 8
+      {{40, 40, 40, 1, 1, 1, 40, 40, 40, 40, 40, 40, 40, 40, 40, 40, 40, 40, 40, 40, 40, 40}, {}},  // 2 of 22 saved
+      {tail, {{15, 31}, {6, 12}}},
+      {split, {{5, 10}, {5, 10}, {5, 10}, {4, 8}, {5, 10}, {5, 10}}},
+      {factor, fours}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::PrintToString(c.widths));
     std::vector<std::int32_t> level_ptr{0};
-    for (int w : widths) level_ptr.push_back(level_ptr.back() + w);
-    long long saved = 0;  // what the pieces of the runs would remove
-    for (std::size_t b = 0; b < widths.size();) {
-      std::size_t e = b;
-      while (e < widths.size() && widths[e] == 1) ++e;
-      const long long run = static_cast<long long>(e - b);
-      if (run >= ks::kChainMinRun) saved += run - (run + ks::kChainRows - 1) / ks::kChainRows;
-      b = std::max(e, b + 1);
-    }
-    const bool chains = saved >= ks::kChainMinSaving * static_cast<double>(widths.size());
+    for (int w : c.widths) level_ptr.push_back(level_ptr.back() + w);
     const std::vector<ks::PackLevel> pack =
-        ks::level_pack_levels(widths.empty() ? std::vector<std::int32_t>{} : level_ptr);
-    std::int32_t next = 0;  // the first row not yet covered
-    std::size_t l = 0;      // the level set where `next` starts
+        ks::level_pack_levels(c.widths.empty() ? std::vector<std::int32_t>{} : level_ptr);
+    std::vector<std::pair<int, int>> pieces;
+    std::size_t l = 0;  // the level set where the next packed level starts
     for (std::size_t m = 0; m < pack.size(); ++m) {
       const ks::PackLevel& p = pack[m];
-      ASSERT_EQ(p.first_row, next) << "packed level " << m;
-      ASSERT_EQ(level_ptr[l], next) << "packed level " << m << " starts inside a level set";
+      ASSERT_LT(l, c.widths.size()) << "packed level " << m;
+      ASSERT_EQ(p.first_row, level_ptr[l]) << "packed level " << m;
       if (p.kind == ks::PackKind::level) {
-        EXPECT_EQ(p.rows, widths[l]);
-        // A single-row level stays a level only outside runs of kChainMinRun, or where no chains pay.
-        if (p.rows == 1 && chains) {
-          std::size_t b = l, e = l + 1;
-          while (b > 0 && widths[b - 1] == 1) --b;
-          while (e < widths.size() && widths[e] == 1) ++e;
-          EXPECT_LT(e - b, std::size_t(ks::kChainMinRun)) << "level " << l;
-        }
+        EXPECT_EQ(p.rows, c.widths[l]);
         ++l;
-      } else {
-        ASSERT_EQ(p.kind, ks::PackKind::chain) << "packed level " << m;
-        EXPECT_TRUE(chains) << "a chain where they remove " << saved << " of " << widths.size() << " levels";
-        EXPECT_LE(p.rows, ks::kChainRows);
-        EXPECT_GE(p.rows, 2);
-        // The run the piece lies in: its length and the pieces' sizes.
-        std::size_t b = l, e = l;
-        while (b > 0 && widths[b - 1] == 1) --b;
-        while (e < widths.size() && widths[e] == 1) ++e;
-        const long long run = static_cast<long long>(e - b), pieces = (run + ks::kChainRows - 1) / ks::kChainRows;
-        EXPECT_GE(run, ks::kChainMinRun);
-        EXPECT_TRUE(p.rows == run / pieces || p.rows == (run + pieces - 1) / pieces) << "a piece of " << p.rows;
-        for (int r = 0; r < p.rows; ++r) ASSERT_EQ(widths[l + std::size_t(r)], 1);
-        l += std::size_t(p.rows);
+        continue;
       }
-      next = level_ptr[l];
+      ASSERT_EQ(p.kind, ks::PackKind::chain) << "packed level " << m;
+      std::size_t e = l;
+      while (e < c.widths.size() && level_ptr[e + 1] - p.first_row <= p.rows) ++e;
+      ASSERT_EQ(level_ptr[e], p.first_row + p.rows) << "a piece ends inside a level set";
+      EXPECT_LE(p.rows, ks::kChainRows);
+      EXPECT_LE(p.rows, ks::level_block_pass_rows(level_ptr.back(), static_cast<long long>(c.widths.size()),
+                                                  *std::max_element(c.widths.begin(), c.widths.end())));
+      EXPECT_GE(e - l, std::size_t(ks::kChainMinRun));
+      EXPECT_LE(p.rows, static_cast<long long>(ks::kChainMaxRowsPerLevel) * static_cast<long long>(e - l));
+      pieces.emplace_back(static_cast<int>(e - l), p.rows);
+      l = e;
     }
-    EXPECT_EQ(l, widths.size());
-    const bool has_chain =
-        std::any_of(pack.begin(), pack.end(), [](const ks::PackLevel& p) { return p.kind == ks::PackKind::chain; });
-    EXPECT_EQ(has_chain, chains && saved > 0);
+    EXPECT_EQ(l, c.widths.size());
+    EXPECT_EQ(pieces, c.pieces);
   }
 }
 
-// level_block on runs of single-row levels between wide levels (the shape of a Cholesky factor's dense
-// blocks beside its sparse part), which it solves as chain pieces: a run at the start and at the end, runs
-// of 2 and of 1, a run of rows longer than a warp, a run longer than the solution ring (its rows read rows
-// that left the ring), runs whose rows read most rows of their piece and many before it, pieces too large
-// to stage whose rows read rows that left the ring (20,000 rows before them), n = 1; double and single
-// precision, lower and upper, 1, 3 and 8 right-hand sides, 20 solves on a plan, new values.
-TEST(Sptrsv, LevelBlockRunsOfSingleRowLevels) {
+// level_block on runs of narrow levels between wide levels (the shape of a Cholesky factor's dense blocks
+// beside its sparse part, and of tomography's tail), which it solves as chain pieces: a run of single-row
+// levels at the start and at the end, runs of 2 and of 1, a run of rows longer than a warp, a run longer
+// than the solution ring (its rows read rows that left the ring), runs whose rows read most rows of their
+// piece and many before it, pieces too large to stage whose rows read rows that left the ring (20,000 rows
+// before them), runs of levels of 2-5 rows (pieces with rows side by side) with short and with long rows,
+// n = 1; double and single precision, lower and upper, 1, 3 and 8 right-hand sides, 20 solves on a plan,
+// new values.
+TEST(Sptrsv, LevelBlockRunsOfNarrowLevels) {
   SPADE_REQUIRE_GPU();
   std::vector<int> far_runs(100, 200);
   far_runs.insert(far_runs.end(), {-64, -40});
   const std::vector<SparseMatrix> patterns = {
       levels_and_runs({-5, 400, -2, 300, -1, 200, 1, 250, -700, 33, -3}, 3, 21),
       levels_and_runs({500, -300, 64, -40}, 60, 22),
+      levels_and_runs({300, 2, 3, 1, 4, 2, 2, 5, 1, 3, 2, 2, 40, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+                       -5, 3, 3, 31, 1, 1},
+                      4, 27),
+      levels_and_runs({354, 24, 1, 1, 2, 1, 3, 2, 2, 3, 4, 4, 2, 1, 1, 1, 3, 3, 3, 1, 2, 2, 1, 2, 3, 4, 1, 1},
+                      150, 28),
       levels_and_runs({-2, 200, -40000, 7}, 2, 23),
       levels_and_runs({-1}, 0, 24),
       levels_and_runs({300, -33, 100, -64, 5, -3, -97}, 200, 25),

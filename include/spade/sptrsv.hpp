@@ -90,14 +90,15 @@ enum class SptrsvAlgorithm {
   level_block,  ///< "level_block": one thread block solves the level sets (Li 2017) of the rows renumbered
                 ///< in level order, a barrier inside the block between levels instead of a launch (Hogg
                 ///< 2013's in-kernel synchronization); for narrow levels, where every hand-off between SMs
-                ///< costs more than a level's work. Levels of at most 300 rows on average that fit in
-                ///< shared memory are copied there ahead of their turn (cp.async, a multistage pipeline);
-                ///< wider ones are read into registers ahead. In the first case, where they remove an
-                ///< eighth of the levels, runs of single-row levels (a factor's supernodes) are solved as
-                ///< chain pieces of up to 32 rows, each one warp's forward substitution
-                ///< (kernels/sptrsv_block.cu). Several right-hand sides run one thread
-                ///< block each, side by side on separate SMs, in about the time of one. Holds a second
-                ///< copy of the triangle as fused_level does, and a third, packed by level, for the copies
+                ///< costs more than a level's work. Levels of at most 300 rows on average are copied into
+                ///< shared memory ahead of their turn (cp.async, a multistage pipeline; a level too large
+                ///< for a stage is read from device memory); wider ones are read into registers ahead. In
+                ///< the first case, where they remove an eighth of the levels, runs of narrow levels (a
+                ///< factor's supernodes, a dense tail) are solved as chain pieces of up to 32 rows and 4
+                ///< a level, each one warp's forward substitution (kernels/sptrsv_block.cu). Several
+                ///< right-hand sides run one thread block each, side by side on separate SMs, in about the
+                ///< time of one. Holds a second copy of the triangle as fused_level does, and a third,
+                ///< packed by level, for the copies
   cluster,      ///< "cluster": the level sets (Li 2017) of the rows renumbered in level order, each level split
                 ///< over the 16 thread blocks of one thread block cluster per right-hand side (compute
                 ///< capability 9.0); solution values go straight into the shared memory of the blocks that
