@@ -29,9 +29,8 @@
 // This kernel runs when the levels are narrow (kStagedRowsPerLevel) and every level's arrays before its
 // entries fit a stage; otherwise kernels/sptrsv_block_direct.cu reads the levels into registers ahead of
 // them. A level whose region is larger than a stage the layout affords (level_block_stage_cap) stages
-// only those arrays and reads its entries from device memory: one large level (tomography's second, 24
-// rows of up to 251 entries) then costs its own round trips instead of moving every level to the direct
-// kernel. The solving warps cover one pass of rows (level_block_pass_rows: twice the mean level width);
+// only those arrays and reads its entries from device memory: one large level then costs its own round
+// trips instead of moving every level to the direct kernel. The solving warps cover one pass of rows (level_block_pass_rows: twice the mean level width);
 // wider levels take further passes over their stage. Solution
 // values live in a shared-memory ring indexed by the row in level order: a row's dependencies are mostly
 // in the levels just before it, which the ring still holds; older ones are read from the solution buffer y
@@ -198,33 +197,27 @@ __device__ inline int entries_before(const std::int32_t* ptr, const index_t* ind
   return before;
 }
 
-/// A chain piece (LevelDesc d, rows = -k) staged at `stage`, its region at `region`, b of its rows in
-/// `bslot`, solved by the block's `solvers` threads. Its rows' sums over columns before the piece first,
+/// A chain piece (LevelDesc d, rows = -k; v its view, staged at `stage`), b of its rows in `bslot`, solved
+/// by the block's `solvers` threads. Its rows' sums over columns before the piece first,
 /// V lanes a row as the kernel's levels take them, each row's (b - sum) / diagonal into the ring; after a
 /// barrier of the solvers, warp 0 applies the entries among the rows (divided by their rows' diagonals,
 /// column j holding rows j + 1 to k - 1), lane i holding row i: column j's value is final once columns 0
 /// to j - 1 are applied, so lane j broadcasts it and every lane below applies it, a shuffle and a
 /// multiply-add a row where a level each would cost a barrier and a reduction.
 template <typename T, int V>
-__device__ void solve_chain(const unsigned char* stage, const unsigned char* region, const T* bslot, LevelDesc d,
+__device__ void solve_chain(const LevelView<T>& v, const unsigned char* stage, const T* bslot, LevelDesc d,
                             const Ring<T>& ring, T* y, bool write_y, const RhsPass<T>& rhs, int solvers) {
   const int k = -d.rows, warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const index_t q0 = d.first_row;
-  const auto* ptr = reinterpret_cast<const std::int32_t*>(stage);
-  const auto* caller = reinterpret_cast<const index_t*>(stage + d.caller);
-  const auto* inv_diag = reinterpret_cast<const T*>(stage + d.inv_diag);
   const auto* column = reinterpret_cast<const T*>(stage + after_diagonal<T>(d.inv_diag, k));
-  const unsigned char* entries = d.ind < d.bytes ? stage : region;
-  const auto* ind = reinterpret_cast<const index_t*>(entries + d.ind);
-  const auto* val = reinterpret_cast<const T*>(entries + d.val);
   // The sums, G rows a pass (the loop's bounds are the same for every lane of a warp: group_sum shuffles).
   const int G = solvers / V, g = threadIdx.x / V, gl = threadIdx.x % V;
   for (int base = 0; base < k; base += G) {
     const int i = base + g;
     const bool in = i < k;
-    T sum = in ? add_entries<T, V>(ind, val, ring, ptr[i] + gl, ptr[i + 1], q0 + k) : T(0);
+    T sum = in ? add_entries<T, V>(v.ind, v.val, ring, v.ptr[i] + gl, v.ptr[i + 1], q0 + k) : T(0);
     sum = group_sum<V>(sum);
-    if (in && gl == 0) ring.values[(q0 + i) & ring.mask] = (bslot[i] - sum) * inv_diag[i];
+    if (in && gl == 0) ring.values[(q0 + i) & ring.mask] = (bslot[i] - sum) * v.inv_diag[i];
   }
   asm volatile("bar.sync 1, %0;" ::"r"(solvers) : "memory");
   if (warp != 0) return;
@@ -244,7 +237,7 @@ __device__ void solve_chain(const unsigned char* stage, const unsigned char* reg
     const index_t p = q0 + lane;
     ring.values[p & ring.mask] = t;
     if (write_y) y[p] = t;
-    rhs.x[caller[lane]] = t;
+    rhs.x[v.caller[lane]] = t;
   }
 }
 
@@ -270,8 +263,9 @@ __global__ void __launch_bounds__(kLevelBlockMaxThreads)
   // from its stage, its entries too where it is staged whole (LevelView).
   auto stage = [&](int m) { return shared + lay.stages + (m % kStages) * lay.stage_bytes; };
   auto rhs_slot = [&](int m) { return reinterpret_cast<T*>(shared + lay.rhs + (m % kRhsSlots) * lay.rhs_slot_bytes); };
-  auto region = [&](const LevelDesc& d) { return pack.data + std::int64_t(d.chunk) * 16; };
-  auto view = [&](int m, const LevelDesc& d) { return LevelView<T>(stage(m), region(d), d); };
+  auto view = [&](int m, const LevelDesc& d) {
+    return LevelView<T>(stage(m), pack.data + std::int64_t(d.chunk) * 16, d);
+  };
 
   RowRegs<T> next;                    // the group's row of the level about to be solved
   index_t next_first = 0, next_rows = 0;  // and that level's rows
@@ -279,7 +273,7 @@ __global__ void __launch_bounds__(kLevelBlockMaxThreads)
     if (Chains && !copier && l >= 0 && next_rows < 0) {
       // A chain piece (rows = -k).
       const LevelDesc d = desc_ring[l % kDescSlots];
-      solve_chain<T, V>(stage(l), region(d), rhs_slot(l), d, ring, y, write_y, rhs, solvers);
+      solve_chain<T, V>(view(l, d), stage(l), rhs_slot(l), d, ring, y, write_y, rhs, solvers);
     } else if (!copier && l >= 0) {
       // Level l: rows [q0, q1), the first pass from registers.
       const index_t q0 = next_first, q1 = q0 + next_rows;

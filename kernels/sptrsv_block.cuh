@@ -53,9 +53,8 @@ __device__ inline void finish_row(const Ring<T>& ring, T* y, bool write_y, const
 /// The sum of the entries k = begin, begin + V, ... < end (columns ind[k], values val[k]) times the
 /// solution of their columns, for a reader in a level ending at row level_end. The entries go in batches
 /// of kAddBatch a lane, each batch's loads issued before any is used: a long row's entries are on its
-/// level's critical path, and read from device memory (a chain piece too large to stage) each dependent
-/// load would cost a round trip (an unrolled loop with a remainder issued them one or two at a time,
-/// docs/benchmarks/sptrsv.md). The additions keep the order of k.
+/// level's critical path, and read from device memory (a level or a chain piece too large to stage) each
+/// load waited for alone would cost a round trip. The additions keep the order of k.
 template <typename T, int V>
 __device__ inline T add_entries(const index_t* ind, const T* val, const Ring<T>& ring, index_t begin, index_t end,
                                 index_t level_end) {

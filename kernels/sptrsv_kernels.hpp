@@ -347,9 +347,9 @@ constexpr int kChainRows = 32;
 constexpr int kChainMinRun = 3;
 
 /// The most rows a piece may hold per level set it covers, on average: its forward substitution costs a
-/// shuffle and a multiply-add a row (about 30 cycles), a level set at least a pass and a barrier of the
-/// block (500-1,500 cycles on an H100 / H200), so a piece of few rows a set saves most of its sets' cost
-/// and one of wide sets little or nothing.
+/// dependent shuffle and multiply-add a row, a level set at least a pass and a barrier of the block (tens
+/// of times more), so a piece of few rows a set saves most of its sets' cost and one of wide sets little
+/// or nothing (docs/benchmarks/sptrsv.md, "Narrow level sets as chain pieces").
 constexpr int kChainMaxRowsPerLevel = 4;
 
 /// The share of the levels that chains must remove (a piece of m level sets: m - 1) for a pack to have

@@ -1141,8 +1141,7 @@ void SptrsvPlan<T>::Impl::pass(const ks::RhsPass<T>& rhs, int w, bool capturing,
   // Where a trial of this width is open (never inside a stream capture, where nothing can be timed), the
   // next entrant runs the pass: its first untimed, as it may pay what later solves do not (CUDA loads a
   // kernel's module at its first launch; its data may come from device memory rather than the L2 cache;
-  // timing each candidate's first solve, auto kept fused_level on tomography_Lt where thread solves 1.19x
-  // faster, docs/benchmarks/sptrsv.md), its second timed. Once all are timed, each pass asks (without
+  // docs/benchmarks/sptrsv.md, "Timed on its first solve or on its second"), its second timed. Once all are timed, each pass asks (without
   // waiting) whether they have finished.
   Trials<T>& t = trials[w];
   if (t.open() && !capturing) {

@@ -153,8 +153,8 @@ struct SptrsvStats {
   double rows_per_level = 0;  ///< n / levels
   /// level_block's lanes per row where the plan built level_block (0 otherwise): the power of two <= 32
   /// that gives 4 entries a lane to the mean over its packed levels of each one's longest row, a level of
-  /// r rows counting at most 4096 / r entries; where runs of single-row levels are packed as chain pieces,
-  /// a piece counts as a level whose rows hold their entries before the piece (kernels/sptrsv_block.cu).
+  /// r rows counting at most 4096 / r entries; where runs of narrow levels are packed as chain pieces, a
+  /// piece counts as a level whose rows hold their entries before the piece (kernels/sptrsv_block.cu).
   int level_block_lanes = 0;
   int auto_candidates = 0;  ///< auto: the candidates its first solves time, the own pick included (0: the rule alone)
   int auto_trials = 0;      ///< auto: the solves timed so far (passes of one right-hand side and of several)
